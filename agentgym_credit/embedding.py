@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_MODEL",
     "PRECISIONS",
     "EmbeddingCache",
+    "check_encoder_options",
     "default_device",
     "embedding_dimension",
     "encode_texts",
@@ -105,6 +106,14 @@ def _load_openvino(path: str) -> Any:
     except OpenVINOConversionError as exc:
         _OPENVINO_FAILURES[path] = exc
         raise
+
+
+def check_encoder_options(backend: str, precision: str) -> None:
+    """Raise ``ValueError`` for an unknown backend or precision name."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
 
 
 def resolve_backend(backend: str, device: str) -> str:
@@ -229,10 +238,7 @@ class EmbeddingCache:
         backend: str = "auto",
         precision: str = "float32",
     ) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+        check_encoder_options(backend, precision)
         self._model_spec = model
         self._model: Any | None = None if (model is None or isinstance(model, str)) else model
         self.max_items = int(max_items)

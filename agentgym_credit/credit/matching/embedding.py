@@ -59,10 +59,9 @@ from agentgym_credit.credit.matching.similarity import (
     parse_threshold,
 )
 from agentgym_credit.embedding import (
-    BACKENDS,
     DEFAULT_MODEL,
-    PRECISIONS,
     EmbeddingCache,
+    check_encoder_options,
     encode_texts,
     load_sentence_model,
 )
@@ -203,10 +202,7 @@ class EmbeddingMatcher(StateMatcher):
         precision: str = "float32",
         backend: str = "auto",
     ) -> None:
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
-        if backend not in BACKENDS:
-            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+        check_encoder_options(backend, precision)
         if cache is not None and cache.precision != precision:
             raise ValueError(f"the cache computes {cache.precision} embeddings, the matcher asks for {precision}")
         self.threshold = parse_threshold("embedding", threshold, 0.95)
