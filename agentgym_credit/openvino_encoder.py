@@ -158,8 +158,8 @@ class OpenVINOSentenceEncoder:
             and optionally token type ids (BERT, MiniLM, MPNet, RoBERTa… encoders).
         precision: ``"float32"`` (default) or ``"bfloat16"``; :meth:`encode` may ask for the other
             one, which is compiled on first use.
-        threads: CPU threads of the inference (default: ``torch.get_num_threads()``, so that
-            ``torch.set_num_threads`` governs both engines).
+        threads: CPU threads of the inference (default: ``torch.get_num_threads()`` at each call, so
+            that ``torch.set_num_threads`` governs both engines).
         streams: concurrent inference streams (default: ``min(2, threads)``); batches are
             pre-processed while earlier ones run.
 
@@ -184,13 +184,12 @@ class OpenVINOSentenceEncoder:
             raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
         self.st_model = model
         self.precision = precision
-        self.threads = int(threads or torch.get_num_threads())
-        self.streams = int(streams or min(2, self.threads))
+        self._threads = threads
+        self._streams = streams
         self._ov = import_openvino()
         self._pid = os.getpid()
         self._core = self._ov.Core()
-        self._compiled: dict[str, Any] = {}
-        self._queues: dict[str, Any] = {}
+        self._queues: dict[tuple[str, int, int], Any] = {}
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
         probe = model.preprocess(list(_PROBE_TEXTS))
@@ -221,9 +220,9 @@ class OpenVINOSentenceEncoder:
     def _check(self) -> None:
         """Compare with PyTorch on the probe batch and on each probe text alone (other shapes than traced).
 
-        The OpenVINO side runs through the same asynchronous queue as :meth:`encode`: mixing the
-        compiled model's synchronous request with the multi-stream queue crashed OpenVINO 2026.4
-        (heap corruption once both had run with dynamic shapes).
+        The OpenVINO side runs through the same asynchronous queue as :meth:`encode`: mixing a
+        compiled model's synchronous request with its multi-stream queue crashed OpenVINO 2026.4
+        (heap corruption once both had run with dynamic shapes), so nothing here infers synchronously.
         """
         import torch
 
@@ -241,22 +240,6 @@ class OpenVINOSentenceEncoder:
             raise OpenVINOConversionError(
                 f"OpenVINO embeddings differ from PyTorch's on the probe texts (1 - cosine = {error:.3g})"
             )
-
-    def _compiled_for(self, precision: str) -> Any:
-        if precision not in PRECISION_HINTS:
-            raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
-        with self._lock:
-            if precision not in self._compiled:
-                self._compiled[precision] = self._core.compile_model(
-                    self.ov_model,
-                    "CPU",
-                    {
-                        "INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision],
-                        "INFERENCE_NUM_THREADS": self.threads,
-                        "NUM_STREAMS": self.streams,
-                    },
-                )
-            return self._compiled[precision]
 
     @property
     def tokenizer(self) -> Any:
@@ -320,19 +303,41 @@ class OpenVINOSentenceEncoder:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out[0] if single else out
 
-    def _queue_for(self, precision: str) -> Any:
-        """One ``AsyncInferQueue`` per precision, kept for the encoder's lifetime.
+    @property
+    def threads(self) -> int:
+        """CPU threads of the inference: as given, else ``torch.get_num_threads()`` at the time of the call."""
+        import torch
 
-        A queue destroyed right after ``wait_all`` can race with OpenVINO's worker threads finishing
-        the last callback (heap corruption was observed), so queues are created once and reused.
+        return int(self._threads or torch.get_num_threads())
+
+    @property
+    def streams(self) -> int:
+        """Concurrent inference requests: as given, else ``min(2, threads)``."""
+        return int(self._streams or min(2, self.threads))
+
+    def _queue_for(self, precision: str) -> Any:
+        """The compiled model and its ``AsyncInferQueue`` for ``precision`` and the current thread settings.
+
+        Compiled once per (precision, threads, streams) and kept: a compilation takes ~0.2 s.
         """
-        compiled = self._compiled_for(precision)
+        if precision not in PRECISION_HINTS:
+            raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
+        key = (precision, self.threads, self.streams)
         with self._lock:
-            if precision not in self._queues:
-                queue = self._ov.AsyncInferQueue(compiled, self.streams)
+            if key not in self._queues:
+                compiled = self._core.compile_model(
+                    self.ov_model,
+                    "CPU",
+                    {
+                        "INFERENCE_PRECISION_HINT": PRECISION_HINTS[precision],
+                        "INFERENCE_NUM_THREADS": key[1],
+                        "NUM_STREAMS": key[2],
+                    },
+                )
+                queue = self._ov.AsyncInferQueue(compiled, key[2])
                 queue.set_callback(_store_output)
-                self._queues[precision] = queue
-            return self._queues[precision]
+                self._queues[key] = queue
+            return self._queues[key]
 
     def _run(self, texts: list[str], out: np.ndarray, batch_size: int, precision: str, progress: bool) -> None:
         order = np.argsort([-len(t) for t in texts], kind="stable")

@@ -66,11 +66,28 @@ def test_encode_api(ov_model, torch_model):
     raw = ov_model.encode(TEXTS[:2])  # not normalized unless asked, like sentence-transformers
     np.testing.assert_allclose(np.linalg.norm(raw, axis=1), np.linalg.norm(torch_model.encode(TEXTS[:2]), axis=1),
                                rtol=1e-4)
-    assert ov_model.threads == torch.get_num_threads() and ov_model.tokenizer is torch_model.tokenizer
+    assert ov_model.tokenizer is torch_model.tokenizer
     with pytest.raises(ValueError, match="precision"):
         ov_model.encode(TEXTS, precision="int8")
     with pytest.raises(ValueError, match="prompts"):
         ov_model.encode(TEXTS, prompt="query: ")
+
+
+def test_threads_follow_torch_at_each_call(ov_model):
+    before = torch.get_num_threads()
+    reference = ov_model.encode(TEXTS, normalize_embeddings=True)
+    try:
+        torch.set_num_threads(1)
+        assert ov_model.threads == 1 and ov_model.streams == 1
+        one_thread = ov_model.encode(TEXTS, normalize_embeddings=True)
+        assert ("float32", 1, 1) in ov_model._queues  # compiled for one thread
+    finally:
+        torch.set_num_threads(before)
+    assert ov_model.threads == before
+    np.testing.assert_allclose(one_thread, reference, atol=1e-5)
+    fixed = OpenVINOSentenceEncoder(ov_model.st_model, threads=1, streams=1)
+    assert fixed.threads == 1 and fixed.streams == 1
+    np.testing.assert_allclose(fixed.encode(TEXTS, normalize_embeddings=True), reference, atol=1e-5)
 
 
 def test_bfloat16_is_close_to_float32(ov_model):
