@@ -10,7 +10,7 @@ Embeddings are L2-normalized float32, so an inner product is the cosine similari
 
 Backends. ``"torch"`` runs the sentence-transformers model as loaded; ``"openvino"`` runs the same
 model compiled by OpenVINO for the CPU (:mod:`agentgym_credit.openvino_encoder`: ~1.2× faster in
-float32 with the same embeddings, ~2.4× in bfloat16); ``"auto"`` (default) takes OpenVINO on the CPU
+float32 with the same embeddings, ~2.2× in bfloat16); ``"auto"`` (default) takes OpenVINO on the CPU
 when it is installed and the converted model agrees with PyTorch, PyTorch otherwise (and always on a
 GPU). Precision is chosen per call: ``"float32"`` (reference) or ``"bfloat16"`` (PyTorch autocast, or
 OpenVINO's bf16 inference hint).

@@ -11,7 +11,7 @@ kernels were measured (``benchmarks/matching.py``, 2 cores with AVX-512) at
 
 * ``float32``: ~1.2× PyTorch, sentence embeddings equal to PyTorch's within ~1e-5 (cosine);
 * ``bfloat16`` (``INFERENCE_PRECISION_HINT=bf16``, matrix products in bf16 with float32
-  accumulation; on CPUs with AVX512-BF16 or AMX): ~2.4× PyTorch float32, pairwise cosines within
+  accumulation; on CPUs with AVX512-BF16 or AMX): ~2.2× PyTorch float32, pairwise cosines within
   ~5e-3 of the float32 ones (pairs that close to a matching threshold may flip).
 
 int8 (ONNX Runtime dynamic quantization, per channel) was also measured: 2.2× faster but cosines moved
