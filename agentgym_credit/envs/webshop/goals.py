@@ -23,6 +23,7 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from agentgym_credit.envs.webshop.catalog import Goal, Product
 
@@ -118,22 +119,31 @@ def synthetic_goals(
             ]
         for combo in combos:
             goals.append(
-                Goal(
-                    goal_id=len(goals),
-                    asin=product.asin,
+                _product_goal(
+                    len(goals),
+                    product,
                     instruction_text=f"{base.text}{option_text(combo)}{price_text}",
                     attributes=base.attributes,
                     goal_options=tuple(combo.values()),
                     goal_option_names=tuple(combo),
                     price_upper=price_upper,
-                    name=product.name,
-                    query=product.query,
-                    category=product.category,
-                    product_category=product.product_category,
-                    name_nouns=product.title_nouns,
                 )
             )
     return goals
+
+
+def _product_goal(goal_id: int, product: Product, **fields: Any) -> Goal:
+    """A goal on ``product``: the product's own fields plus the instruction-specific ``fields``."""
+    return Goal(
+        goal_id=goal_id,
+        asin=product.asin,
+        name=product.name,
+        query=product.query,
+        category=product.category,
+        product_category=product.product_category,
+        name_nouns=product.title_nouns,
+        **fields,
+    )
 
 
 def human_goals(
@@ -155,18 +165,13 @@ def human_goals(
             price_upper, price_text = draw_price_upper(product.price, rng)
             text = str(entry.get("instruction", "")).strip().strip(".")
             goals.append(
-                Goal(
-                    goal_id=len(goals),
-                    asin=product.asin,
+                _product_goal(
+                    len(goals),
+                    product,
                     instruction_text=f"{text}{price_text}",
                     attributes=tuple(str(a) for a in entry.get("instruction_attributes") or ()),  # type: ignore[union-attr]
                     goal_options=tuple(str(o) for o in entry.get("instruction_options") or ()),  # type: ignore[union-attr]
                     price_upper=price_upper,
-                    name=product.name,
-                    query=product.query,
-                    category=product.category,
-                    product_category=product.product_category,
-                    name_nouns=product.title_nouns,
                 )
             )
     return goals
