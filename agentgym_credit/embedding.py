@@ -108,7 +108,7 @@ def _load_openvino(path: str) -> Any:
         raise
 
 
-def check_encoder_options(backend: str, precision: str) -> None:
+def check_encoder_options(backend: str = "auto", precision: str = "float32") -> None:
     """Raise ``ValueError`` for an unknown backend or precision name."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
@@ -122,8 +122,7 @@ def resolve_backend(backend: str, device: str) -> str:
     Raises:
         ValueError: unknown backend, or ``"openvino"`` on a non-CPU device.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    check_encoder_options(backend=backend)
     on_cpu = str(device).startswith("cpu")
     if backend == "openvino" and not on_cpu:
         raise ValueError(f"the OpenVINO backend runs on the CPU, not on {device!r}")
@@ -169,8 +168,7 @@ def load_sentence_model(name: str | None = None, device: str | None = None, back
 
 def _precision_context(model: Any, precision: str) -> contextlib.AbstractContextManager[Any]:
     """``torch.autocast`` to bfloat16 for a PyTorch model; nothing for float32 or OpenVINO."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {list(PRECISIONS)}, got {precision!r}")
+    check_encoder_options(precision=precision)
     if precision == "float32" or getattr(model, "backend", "torch") == "openvino":
         return contextlib.nullcontext()
     import torch

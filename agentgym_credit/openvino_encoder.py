@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_credit.embedding import check_encoder_options
+
 __all__ = [
     "PRECISION_HINTS",
     "OpenVINOConversionError",
@@ -180,8 +182,7 @@ class OpenVINOSentenceEncoder:
     ) -> None:
         import torch
 
-        if precision not in PRECISION_HINTS:
-            raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
+        check_encoder_options(precision=precision)
         self.st_model = model
         self.precision = precision
         self._threads = threads
@@ -287,8 +288,7 @@ class OpenVINOSentenceEncoder:
         if unused.get("prompt") or unused.get("prompt_name"):
             raise ValueError("prompts are not supported by the OpenVINO encoder; use the torch backend")
         precision = precision or self.precision
-        if precision not in PRECISION_HINTS:
-            raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
+        check_encoder_options(precision=precision)
         if os.getpid() != self._pid:
             raise RuntimeError(
                 "this process was forked from one where OpenVINO had started; its runtime cannot run here "
@@ -320,8 +320,6 @@ class OpenVINOSentenceEncoder:
 
         Compiled once per (precision, threads, streams) and kept: a compilation takes ~0.2 s.
         """
-        if precision not in PRECISION_HINTS:
-            raise ValueError(f"precision must be one of {list(PRECISION_HINTS)}, got {precision!r}")
         key = (precision, self.threads, self.streams)
         with self._lock:
             if key not in self._queues:
