@@ -154,8 +154,9 @@ class StopMatcher:
 class HFGenerator:
     """Batched sampling with a Hugging Face causal LM and its KV cache.
 
-    The loop is the plain autoregressive one: one prefill of the left-padded prompts, then one token per
-    step for the rows still generating; rows that emit eos or complete a stop string leave the batch (and
+    The loop is the plain autoregressive one: one prefill of the left-padded prompts (each distinct prompt
+    once: the members of a group start from the same prompt), then one token per step for the rows still
+    generating; rows that emit eos or complete a stop string leave the batch (and
     the cache) at once. Only the sampled token's log-probability is kept,
     :math:`\\log\\operatorname{softmax}(z / T)[a]` (no full-vocabulary logits are stored), sampling has no
     top-k / top-p truncation, and greedy decoding is ``temperature=0``.
@@ -199,17 +200,35 @@ class HFGenerator:
         """Sample a response for each tokenized prompt."""
         from transformers import DynamicCache
 
-        policy, tok = self.policy, self.policy.tokenizer
+        policy = self.policy
         model = policy.model
         was_training = model.training
         model.eval()
         device = next(model.parameters()).device
-        input_ids, attn = left_pad(ids, policy.pad_id)
+        distinct: dict[tuple[int, ...], int] = {}
+        copy_of = [distinct.setdefault(tuple(x), len(distinct)) for x in ids]
+        input_ids, attn = left_pad([list(x) for x in distinct], policy.pad_id)
         input_ids, attn = input_ids.to(device), attn.to(device)
         position = (attn.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=model.config)
+        try:
+            with policy.autocast():
+                return self._decode(ids, copy_of, input_ids, attn, position, cache)
+        finally:
+            model.train(was_training)
+
+    def _decode(self, ids: list[list[int]], copy_of: list[int], input_ids: torch.Tensor, attn: torch.Tensor,
+                position: torch.Tensor, cache: Any) -> list[Generation]:
+        """Prefill each distinct prompt once, copy its cache to every row with that prompt, then sample token by
+        token until every row stopped (see :meth:`sample`)."""
+        policy, tok = self.policy, self.policy.tokenizer
+        model, device = policy.model, input_ids.device
         logits = model(input_ids=input_ids, attention_mask=attn, position_ids=position, past_key_values=cache,
                        use_cache=True, logits_to_keep=1).logits[:, -1]
+        if len(copy_of) > len(input_ids):  # group members often share a prompt: one prefill serves them all
+            index = torch.as_tensor(copy_of, device=device)
+            logits, attn, position = logits[index], attn[index], position[index]
+            cache.batch_select_indices(index)
         position = position[:, -1:]
         rows = torch.arange(len(ids), device=device)  # batch row -> prompt index, for rows still generating
         tokens: list[list[int]] = [[] for _ in ids]
@@ -235,7 +254,6 @@ class HFGenerator:
             position = position + 1
             logits = model(input_ids=nxt, attention_mask=attn, position_ids=position, past_key_values=cache,
                            use_cache=True).logits[:, -1]
-        model.train(was_training)
         gens = []
         for x, resp, lp in zip(ids, tokens, logps, strict=True):
             shown = resp[:-1] if resp and resp[-1] == eos else resp  # tags may be special tokens: keep them

@@ -53,7 +53,7 @@ from tqdm.auto import tqdm
 
 from agentgym_credit.wrappers.recording import member_info
 
-from .policy import Policy, encode_prompts, export_policy, load_policy, response_logprobs
+from .policy import PRECISIONS, Policy, encode_prompts, export_policy, load_policy, response_logprobs
 from .rollout import make_group_env, template_for
 from .trainer import _key_value, check_env_id, free_cores, seed_everything
 
@@ -241,6 +241,7 @@ class SFTConfig:
         epochs: passes over the collected steps.
         lr: AdamW learning rate.
         batch_size: steps per optimizer step.
+        precision: compute precision of the forward passes: "float32", "bfloat16" (autocast) or "auto".
         max_steps_per_episode: environment ``max_steps`` while collecting (0 = the environment's default).
         seed: seed of collection, shuffling and the tiny model's initialization.
         cache_dir: cache of the tiny tokenizer and converted models.
@@ -260,6 +261,7 @@ class SFTConfig:
     epochs: int = 3
     lr: float = 5e-4
     batch_size: int = 16
+    precision: str = "float32"
     max_steps_per_episode: int = 0
     seed: int = 0
     cache_dir: str | None = None
@@ -302,7 +304,7 @@ def sft(config: SFTConfig, data: Sequence[OracleStep] | None = None,
     if not data:
         raise ValueError(f"the oracle produced no training steps on {config.env_id}")
     if policy is None:
-        policy = load_policy(config.model, cache_dir=config.cache_dir, seed=config.seed)
+        policy = load_policy(config.model, cache_dir=config.cache_dir, seed=config.seed, precision=config.precision)
     prompts, responses = _encode(policy, data)
     model = policy.model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.0)
@@ -316,8 +318,9 @@ def sft(config: SFTConfig, data: Sequence[OracleStep] | None = None,
         order = rng.permutation(len(data))
         for lo in range(0, len(order), config.batch_size):
             rows = order[lo: lo + config.batch_size]
-            fwd = response_logprobs(model, [prompts[r] for r in rows], [responses[r] for r in rows],
-                                    pad_id=policy.pad_id)
+            with policy.autocast():
+                fwd = response_logprobs(model, [prompts[r] for r in rows], [responses[r] for r in rows],
+                                        pad_id=policy.pad_id)
             loss = -(fwd.logprobs * fwd.mask).sum() / fwd.mask.sum()
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -348,6 +351,8 @@ def build_parser() -> argparse.ArgumentParser:
         parser.add_argument("--" + name.replace("_", "-"), type=int, default=getattr(defaults, name))
     for name in ("epsilon", "lr"):
         parser.add_argument("--" + name, type=float, default=getattr(defaults, name))
+    parser.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
+                        help="forward passes in float32, bfloat16 autocast, or auto (bf16 where native)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--template", default=None)
     parser.add_argument("--history-length", type=int, default=None)

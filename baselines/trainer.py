@@ -56,7 +56,15 @@ from agentgym_credit.wrappers.prompting import TEMPLATES
 
 from .critic import StepCritic
 from .losses import LEVELS, broadcast_to_tokens, policy_loss
-from .policy import StepForward, export_policy, load_policy, response_logprobs, step_hidden_states
+from .policy import (
+    PRECISIONS,
+    StepForward,
+    export_policy,
+    load_policy,
+    resolve_precision,
+    response_logprobs,
+    step_hidden_states,
+)
 from .progress import EmbeddingProgressEstimator, ProgressHead
 from .rollout import HFGenerator, Rollout, VLLMGenerator, collect_rollout, make_group_env, template_for
 
@@ -99,6 +107,7 @@ class TrainConfig:
         max_new_tokens: response budget per step.
         temperature: sampling temperature (also used for the training log-probs; 0 = greedy).
         lora: LoRA rank via peft (0 = full fine-tuning).
+        precision: forward passes in float32, bfloat16 (autocast; float32 weights) or auto (bf16 where native).
         seed: seed of everything (model init, sampling, environment resets).
         out_dir: where metrics and checkpoints go.
         device: "auto", "cpu" or "cuda".
@@ -138,6 +147,7 @@ class TrainConfig:
     max_new_tokens: int = 48
     temperature: float = 1.0
     lora: int = 0
+    precision: str = "float32"
     seed: int = 0
     out_dir: str = "runs/train"
     device: str = "auto"
@@ -171,6 +181,7 @@ class TrainConfig:
         if self.history_length is not None and self.history_length < 0:
             raise ValueError(f"history_length must be >= 0 (0 = no history), got {self.history_length}")
         check_device(self.device, self.backend)
+        resolve_precision(self.precision)
         if self.ratio_level not in LEVELS:
             raise ValueError(f"ratio_level must be one of {LEVELS}, got {self.ratio_level!r}")
         if self.backend not in ("hf", "vllm"):
@@ -312,7 +323,8 @@ class Trainer:
         torch.set_num_threads(config.num_threads or free_cores())
         device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
         self.device = torch.device(device)
-        self.policy = load_policy(config.model, cache_dir=config.cache_dir, device=self.device, seed=config.seed)
+        self.policy = load_policy(config.model, cache_dir=config.cache_dir, device=self.device, seed=config.seed,
+                                  precision=config.precision)
         if config.backend == "vllm":  # vLLM starts from the initial weights; they are synced before each rollout
             folder = Path(config.out_dir) / "vllm-weights"
             self.policy.model.save_pretrained(folder)
@@ -404,7 +416,7 @@ class Trainer:
         ctx = self.policy.model.disable_adapter() if self.reference is None else contextlib.nullcontext()
         same = duplicate_rows(rollout)
         unique = np.flatnonzero(same == np.arange(len(rollout)))  # one forward per distinct sequence
-        with ctx:
+        with ctx, self.policy.autocast():
             for part in length_batches(_row_lengths(rollout)[unique], 2 * cfg.micro_batch_size):
                 rows = unique[part]
                 resp = [rollout.response_ids[r] for r in rows]
@@ -439,9 +451,10 @@ class Trainer:
                 # np.unique sorts, so the forward's rows are put back in the micro-batch's order (always: the
                 # micro-batch is in random order even when every row is distinct).
                 first, copy_of = np.unique(same[rows], return_inverse=True)
-                fwd = response_logprobs(model, [rollout.prompt_ids[r] for r in first],
-                                        [rollout.response_ids[r] for r in first], pad_id=self.policy.pad_id,
-                                        temperature=self.temperature)
+                with self.policy.autocast():
+                    fwd = response_logprobs(model, [rollout.prompt_ids[r] for r in first],
+                                            [rollout.response_ids[r] for r in first], pad_id=self.policy.pad_id,
+                                            temperature=self.temperature)
                 index = torch.as_tensor(copy_of.reshape(-1), device=fwd.logprobs.device)
                 fwd = StepForward(fwd.logprobs[index], fwd.mask[index])
                 width = fwd.mask.shape[1]
@@ -693,6 +706,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs["choices"] = LEVELS
         if f.name == "backend":
             kwargs["choices"] = ("hf", "vllm")
+        if f.name == "precision":
+            kwargs["choices"] = PRECISIONS
         if f.name == "template":
             kwargs.update(type=str, choices=sorted(TEMPLATES))
         parser.add_argument(flag, **kwargs)

@@ -13,6 +13,9 @@ shared machine makes wall-clock numbers vary.
 
     python benchmarks/trainer_speed.py                      # tiny model
     python benchmarks/trainer_speed.py --model smollm2 --lora 8
+    python benchmarks/trainer_speed.py --model smollm2 --lora 8 --precision bfloat16   # autocast (AMX / bf16 GPUs)
+
+The bare ``generate`` runs in the same precision as the trainer (under the policy's autocast).
 """
 
 from __future__ import annotations
@@ -42,19 +45,20 @@ def bare_generate_tokens_per_s(trainer: Trainer, prompt_batches: list[list[list[
     model.eval()
     tokens, start = 0, time.perf_counter()
     for ids in prompt_batches:
-        input_ids, attn = left_pad(ids, policy.pad_id)
-        width = input_ids.shape[1]
-        sample = cfg.temperature > 0
-        out = model.generate(input_ids=input_ids.to(trainer.device), attention_mask=attn.to(trainer.device),
-                             max_new_tokens=cfg.max_new_tokens, do_sample=sample, pad_token_id=policy.pad_id,
-                             eos_token_id=policy.eos_id, temperature=cfg.temperature if sample else None,
-                             top_k=0 if sample else None, top_p=1.0 if sample else None)
-        new = out[:, width:]
-        for row in new.tolist():  # tokens up to and including eos
-            n = len(row)
-            if policy.eos_id is not None and policy.eos_id in row:
-                n = row.index(policy.eos_id) + 1
-            tokens += n
+        with policy.autocast():
+            input_ids, attn = left_pad(ids, policy.pad_id)
+            width = input_ids.shape[1]
+            sample = cfg.temperature > 0
+            out = model.generate(input_ids=input_ids.to(trainer.device), attention_mask=attn.to(trainer.device),
+                                 max_new_tokens=cfg.max_new_tokens, do_sample=sample, pad_token_id=policy.pad_id,
+                                 eos_token_id=policy.eos_id, temperature=cfg.temperature if sample else None,
+                                 top_k=0 if sample else None, top_p=1.0 if sample else None)
+            new = out[:, width:]
+            for row in new.tolist():  # tokens up to and including eos
+                n = len(row)
+                if policy.eos_id is not None and policy.eos_id in row:
+                    n = row.index(policy.eos_id) + 1
+                tokens += n
     elapsed = time.perf_counter() - start
     return tokens / elapsed, tokens, elapsed
 
@@ -64,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default="Sokoban-Group-v0")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--lora", type=int, default=0)
+    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32")
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--iters", type=int, default=2)
@@ -78,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     load_before = os.getloadavg()
-    config = TrainConfig(env_id=args.env, model=args.model, lora=args.lora, groups=args.groups,
+    config = TrainConfig(env_id=args.env, model=args.model, lora=args.lora, precision=args.precision, groups=args.groups,
                          group_size=args.group_size, iters=args.iters, max_new_tokens=args.max_new_tokens,
                          estimator=args.estimator, num_threads=args.num_threads, cache_dir=args.cache_dir,
                          out_dir=tempfile.mkdtemp(prefix="trainer-speed-"), progress_bar=True,
@@ -104,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ours_tps = rows[-1]["generate_tokens_per_s"]
     load_after = os.getloadavg()
     summary = {
-        "env": args.env, "model": args.model, "lora": args.lora, "groups": args.groups,
+        "env": args.env, "model": args.model, "lora": args.lora, "precision": trainer.policy.precision,
+        "groups": args.groups,
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "load_average_before": load_before, "load_average_after": load_after,
@@ -121,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     lines = [
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
-        + (f" + LoRA {args.lora}" if args.lora else ""),
+        + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}",
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores; load "
         f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after (a shared machine: wall-clock times "

@@ -10,6 +10,8 @@ from agentgym_credit.baselines.policy import (
     build_tiny_tokenizer,
     encode_prompts,
     load_policy,
+    native_bf16,
+    resolve_precision,
     response_logprobs,
 )
 from agentgym_credit.baselines.rollout import HFGenerator, collect_rollout, make_group_env, template_for
@@ -37,18 +39,37 @@ def test_tiny_model_is_small_and_seeded(cache_dir):
     assert not p1.chat  # no chat template: prompts are used as they are
 
 
-def test_generation_logprobs_match_a_training_forward(cache_dir):
-    policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
+@pytest.mark.parametrize("precision, atol", [("float32", 2e-4), ("bfloat16", 5e-2)])
+def test_generation_logprobs_match_a_training_forward(precision, atol, cache_dir):
+    policy = load_policy("tiny", cache_dir=cache_dir, seed=0, precision=precision)
     gen = HFGenerator(policy, max_new_tokens=6, temperature=0.8)
-    prompts = ["You are the player (P) in a Sokoban puzzle.", "Current grid:\n# # #\n# P #"]
+    # the first prompt twice: it is prefilled once and its cache copied (the rows still sample independently)
+    prompts = ["You are the player (P) in a Sokoban puzzle.", "Current grid:\n# # #\n# P #",
+               "You are the player (P) in a Sokoban puzzle."]
     out = gen.generate(prompts, seed=1)
     assert [g.prompt_ids for g in out] == encode_prompts(policy, prompts)
-    fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
-                            pad_id=policy.pad_id, temperature=0.8)
+    with policy.autocast():
+        fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
+                                pad_id=policy.pad_id, temperature=0.8)
+    assert fwd.logprobs.dtype == torch.float32  # log-probs in float32 whatever the compute precision
     for b, g in enumerate(out):
         assert 1 <= len(g.response_ids) <= 6
         recomputed = fwd.logprobs[b, fwd.mask.shape[1] - len(g.response_ids):].detach().numpy()
-        np.testing.assert_allclose(recomputed, g.logprobs, atol=2e-4)
+        np.testing.assert_allclose(recomputed, g.logprobs, atol=atol)
+
+
+def test_precision_is_resolved_and_checked(cache_dir):
+    assert resolve_precision("float32") == "float32" and resolve_precision("bfloat16") == "bfloat16"
+    assert resolve_precision("auto") == ("bfloat16" if native_bf16("cpu") else "float32")
+    with pytest.raises(ValueError, match="precision must be one of"):
+        resolve_precision("fp16")
+    policy = load_policy("tiny", cache_dir=cache_dir, precision="bfloat16")
+    assert next(policy.model.parameters()).dtype == torch.float32  # weights stay float32 (master copy)
+    ids = torch.tensor([[5, 6, 7]])
+    with policy.autocast():
+        assert policy.model(input_ids=ids).logits.dtype == torch.bfloat16
+    with load_policy("tiny", cache_dir=cache_dir).autocast():
+        assert policy.model(input_ids=ids).logits.dtype == torch.float32
 
 
 def test_rollout_keeps_token_records_for_every_step(cache_dir):

@@ -123,3 +123,19 @@ def test_sft_passes_environment_arguments(tmp_path, cache_dir):
     assert main(argv) == 0
     metrics = json.loads((tmp_path / "sft" / "sft_metrics.json").read_text())
     assert metrics["config"]["env_kwargs"] == {"topk": 1} and metrics["examples"] == 4
+
+
+def test_bfloat16_sft_learns_like_float32(tmp_path, cache_dir):
+    # the same data and seed in both precisions: the loss falls in both, by about as much (autocast is
+    # entered per forward pass, so each step sees the weights the previous step wrote)
+    data, _ = collect_oracle_data("Sokoban-Group-v0", 12, epsilon=0.0, seed=0, progress=False, max_steps=3)
+    stats = {}
+    for precision in ("float32", "bfloat16"):
+        config = SFTConfig(epochs=10, lr=2e-3, out_dir=str(tmp_path / precision), cache_dir=str(cache_dir),
+                           num_threads=1, progress_bar=False, precision=precision)
+        _, stats[precision] = sft(config, data)
+    for precision, s in stats.items():
+        assert s["final_loss"] < 0.5 * s["first_loss"], (precision, s)
+    assert abs(stats["bfloat16"]["final_loss"] - stats["float32"]["final_loss"]) < 0.5 * stats["float32"]["first_loss"]
+    with pytest.raises(SystemExit):  # argparse: one line naming the choices
+        main(["--precision", "fp16", "--no-progress-bar"])

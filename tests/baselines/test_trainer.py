@@ -44,15 +44,19 @@ def _mix_in_valid_actions(trainer: Trainer, seed: int = 0) -> None:
 
 
 def _logprobs(trainer: Trainer, rollout) -> torch.Tensor:
-    with torch.no_grad():
+    with torch.no_grad(), trainer.policy.autocast():
         fwd = response_logprobs(trainer.policy.model, rollout.prompt_ids, rollout.response_ids,
                                 pad_id=trainer.policy.pad_id, temperature=trainer.temperature)
     return fwd.logprobs[fwd.mask]
 
 
-def test_updates_on_a_fixed_batch_decrease_the_loss_and_change_the_policy(tiny_config):
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_updates_on_a_fixed_batch_decrease_the_loss_and_change_the_policy(precision, tiny_config):
+    # bfloat16: autocast around each forward; an autocast context held across optimizer steps would keep
+    # using its cached bf16 copies of the old weights, and the policy would not move
     trainer = Trainer(tiny_config(lr=3e-4, kl_coef=0.0, ppo_epochs=1, grad_accum=1, micro_batch_size=64,
-                                  shuffle=False, clip_eps=10.0))
+                                  shuffle=False, clip_eps=10.0, precision=precision))
+    assert trainer.policy.precision == precision
     rollout = trainer.rollout(0)
     # a fixed, non-degenerate advantage per step: half the steps good, half bad
     adv = np.where(np.arange(len(rollout)) % 2 == 0, 1.0, -1.0)
@@ -140,6 +144,8 @@ def test_config_validation():
         TrainConfig(estimator="nope").validate()
     with pytest.raises(ValueError, match="ratio_level"):
         TrainConfig(ratio_level="sequence").validate()
+    with pytest.raises(ValueError, match="precision"):
+        TrainConfig(precision="fp16").validate()
 
 
 def test_main_runs_and_writes_metrics(tmp_path, cache_dir):
