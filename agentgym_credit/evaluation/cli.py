@@ -38,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32",
+                   help="model forward passes: float32, bfloat16 autocast, or auto (bf16 where the CPU/GPU has it)")
     p.add_argument("--out-dir", type=Path, default=Path("eval_results"))
     p.add_argument("--no-progress", action="store_true")
     return p
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         result = evaluate(args.policy, args.env, args.split, episodes=args.episodes, samples=args.samples,
                           batch_size=args.batch_size, seed=args.seed, max_steps=args.max_steps,
                           temperature=args.temperature, max_new_tokens=args.max_new_tokens, device=args.device,
-                          progress=not args.no_progress)
+                          precision=args.precision, progress=not args.no_progress)
     except EvaluationUnavailable as exc:
         print(f"agc eval: {exc}", file=sys.stderr)
         return 2

@@ -245,16 +245,18 @@ class GeneratorPolicy:
         seed: seeds the sampling noise of every step.
         device: where the model runs.
         stop: strings that end a response (default by format: ``</action>`` or ``</search>``/``</answer>``).
+        precision: forward passes of a model loaded here: ``"float32"``, ``"bfloat16"`` (autocast) or ``"auto"``.
     """
 
     def __init__(self, model: Any, temperature: float = 0.0, max_new_tokens: int = 128, seed: int = 0,
-                 device: str = "cpu", stop: Sequence[str] | None = None, cache_dir: str | None = None) -> None:
+                 device: str = "cpu", stop: Sequence[str] | None = None, cache_dir: str | None = None,
+                 precision: str = "float32") -> None:
         from agentgym_credit.baselines.policy import load_policy
 
         if isinstance(model, str | Path):
             path = Path(model)
             folder = _trained_policy_folder(path) if path.exists() else path
-            policy = load_policy(str(folder), cache_dir=cache_dir, device=device, seed=seed)
+            policy = load_policy(str(folder), cache_dir=cache_dir, device=device, seed=seed, precision=precision)
         else:
             policy = model
         self.policy = policy
@@ -293,7 +295,7 @@ def _import_callable(spec: str) -> Callable[[list[str]], Sequence[str]]:
 
 
 def resolve_policy(spec: Any, *, seed: int = 0, temperature: float = 0.0, max_new_tokens: int = 128,
-                   device: str = "cpu", cache_dir: str | None = None) -> EvalPolicy:
+                   device: str = "cpu", cache_dir: str | None = None, precision: str = "float32") -> EvalPolicy:
     """Turn a policy description into an :class:`EvalPolicy`.
 
     Args:
@@ -305,6 +307,7 @@ def resolve_policy(spec: Any, *, seed: int = 0, temperature: float = 0.0, max_ne
         max_new_tokens: response budget of model policies.
         device: where a model runs.
         cache_dir: model cache (see :func:`~agentgym_credit.baselines.policy.default_cache_dir`).
+        precision: forward passes of a model loaded from a name or folder (a loaded policy keeps its own).
     """
     if hasattr(spec, "act") and hasattr(spec, "start"):
         return spec
@@ -323,4 +326,4 @@ def resolve_policy(spec: Any, *, seed: int = 0, temperature: float = 0.0, max_ne
     if ":" in text and not Path(text).exists() and "/" not in text.split(":", 1)[0]:
         return CallablePolicy(_import_callable(text), name=text)
     return GeneratorPolicy(text, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
-                           device=device, cache_dir=cache_dir)
+                           device=device, cache_dir=cache_dir, precision=precision)

@@ -275,7 +275,7 @@ def machine_summary() -> str:
 def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: int | None = None,
              samples: int = 1, batch_size: int = 16, seed: int = 0, max_steps: int | None = None,
              temperature: float = 0.0, max_new_tokens: int = 128, device: str = "cpu", progress: bool = True,
-             **env_kwargs: Any) -> EvalResult:
+             precision: str = "float32", **env_kwargs: Any) -> EvalResult:
     """Evaluate ``policy`` on ``env_id``'s evaluation split with the papers' metrics (one-shot :class:`Evaluator`).
 
     Args:
@@ -286,7 +286,10 @@ def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: in
         temperature: sampling temperature of model policies (0 = greedy).
         max_new_tokens: response budget of model policies.
         device: where a model policy runs.
+        precision: forward passes of a model policy loaded from a name or folder (``"float32"``,
+            ``"bfloat16"``, ``"auto"``).
     """
     with Evaluator(env_id, split, episodes=episodes, samples=samples, batch_size=batch_size, seed=seed,
                    max_steps=max_steps, progress=progress, **env_kwargs) as evaluator:
-        return evaluator.run(policy, temperature=temperature, max_new_tokens=max_new_tokens, device=device)
+        return evaluator.run(policy, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
+                             precision=precision)

@@ -166,3 +166,17 @@ def test_unknown_or_unregistered_environment_is_a_clear_error() -> None:
             get_protocol("AppWorld-Group-v0")
     with pytest.raises(ValueError, match="valid_seen"):
         Evaluator("ALFWorld-Group-v0", "train")
+
+
+def test_model_policy_is_loaded_in_the_requested_precision(tmp_path) -> None:
+    pytest.importorskip("transformers")
+    from agentgym_credit.evaluation.policies import resolve_policy
+
+    cache = str(tmp_path / "cache")
+    agent = resolve_policy("tiny", precision="bfloat16", max_new_tokens=4, cache_dir=cache)
+    assert agent.policy.precision == "bfloat16"
+    assert resolve_policy("tiny", cache_dir=cache).policy.precision == "float32"
+    with pytest.raises(ValueError, match="precision"):
+        resolve_policy("tiny", precision="fp16", cache_dir=cache)
+    result = evaluate(agent, "Sokoban-Group-v0", episodes=2, max_steps=2, progress=False)
+    assert len(result.episodes) == 2 and all(e.steps >= 1 for e in result.episodes)
