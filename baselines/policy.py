@@ -57,6 +57,7 @@ __all__ = [
     "response_logprobs",
     "right_aligned_mask",
     "step_hidden_states",
+    "store_frozen_in_bf16",
 ]
 
 TINY_SPECIAL_TOKENS = ("<|pad|>", "<|endoftext|>")
@@ -339,13 +340,40 @@ def export_policy(policy: Policy, folder: str | Path) -> Path:
 
 
 def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
-    """The base model's state dict with a peft LoRA adapter merged in (the live model keeps its adapter)."""
+    """The base model's state dict with a peft LoRA adapter merged in (the live model keeps its adapter).
+
+    The merge is computed on float32 copies of the frozen base, and the original tensors are put back
+    afterwards: the live base stays bit for bit what it was (merging in place and unmerging rounds it, in
+    float32 too), and a base stored in bf16 (:func:`store_frozen_in_bf16`) keeps the adapter's small update
+    in the export instead of rounding it away.
+    """
+    low = [(p, p.data) for p in model.parameters() if p.is_floating_point() and not p.requires_grad]
+    for p, data in low:
+        p.data = data.to(torch.float32, copy=True)
     model.merge_adapter()
     try:
         return {k.replace("base_model.model.", "", 1).replace(".base_layer", ""): v.detach().clone()
                 for k, v in model.state_dict().items() if "lora_" not in k}
     finally:
         model.unmerge_adapter()
+        for p, data in low:
+            p.data = data
+
+
+def store_frozen_in_bf16(model: Any) -> int:
+    """Keep the parameters that do not train (a LoRA model's base) in bf16; returns how many were converted.
+
+    Under bf16 autocast every forward pass casts float32 weights to bf16, and autocast caches the cast only
+    for weights that require gradients: a frozen base would be cast again at every call (for SmolLM2 about
+    as long as a decoding step itself). Frozen weights never change, so storing them in bf16 loses nothing
+    the forward pass would not lose anyway; the trained parameters stay float32.
+    """
+    count = 0
+    for p in model.parameters():
+        if not p.requires_grad and p.is_floating_point() and p.dtype == torch.float32:
+            p.data = p.data.to(torch.bfloat16)
+            count += 1
+    return count
 
 
 def _save_pretrained(model: Any, tmp: Path) -> None:

@@ -64,6 +64,7 @@ from .policy import (
     resolve_precision,
     response_logprobs,
     step_hidden_states,
+    store_frozen_in_bf16,
 )
 from .progress import EmbeddingProgressEstimator, ProgressHead
 from .rollout import HFGenerator, Rollout, VLLMGenerator, collect_rollout, make_group_env, template_for
@@ -338,6 +339,8 @@ class Trainer:
             lora = LoraConfig(r=config.lora, lora_alpha=2 * config.lora, lora_dropout=0.0,
                               target_modules="all-linear", task_type="CAUSAL_LM")
             self.policy.model = get_peft_model(self.policy.model, lora)
+            if self.policy.precision == "bfloat16":  # the frozen base never changes: no per-call bf16 cast
+                store_frozen_in_bf16(self.policy.model)
         self.reference = None
         if config.kl_coef and not config.lora:  # with LoRA the reference is the base model (adapter off)
             self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import agentgym_credit.baselines.trainer as trainer_mod
-from agentgym_credit.baselines.policy import response_logprobs
+from agentgym_credit.baselines.policy import load_policy, response_logprobs
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer, main
 from agentgym_credit.credit import compute_advantages
 
@@ -111,16 +111,31 @@ def test_advantages_reach_the_loss_unchanged(name, params, extra, tiny_config, m
     np.testing.assert_allclose(received, expected.astype(np.float32), rtol=0, atol=0)
 
 
-def test_step_ratio_and_lora_run(tiny_config):
-    trainer = Trainer(tiny_config(ratio_level="step", lora=4, kl_coef=0.01, lr=1e-3))
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_step_ratio_and_lora_run(precision, tiny_config, tmp_path):
+    trainer = Trainer(tiny_config(ratio_level="step", lora=4, kl_coef=0.01, lr=1e-3, precision=precision))
     base = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters() if not p.requires_grad}
     lora = {n: p.detach().clone() for n, p in trainer.policy.model.named_parameters() if p.requires_grad}
     assert lora and all("lora_" in n for n in lora)
+    # bf16: the frozen base is stored in bf16 (no cast at every forward), the adapter trains in float32
+    assert {p.dtype for p in base.values()} == {torch.float32 if precision == "float32" else torch.bfloat16}
+    assert {p.dtype for p in lora.values()} == {torch.float32}
     metrics = trainer.iterate(0)
     assert np.isfinite(metrics["loss"]) and metrics["kl"] >= 0
     after = dict(trainer.policy.model.named_parameters())
-    assert all(torch.equal(base[n], after[n]) for n in base)
     assert any(not torch.equal(lora[n], after[n]) for n in lora)
+    # exporting merges the adapter in float32 and leaves the live base untouched, bit for bit
+    exported = load_policy(str(trainer.save(tmp_path / "run", state=False) / "policy"))
+    assert all(torch.equal(base[n], after[n]) for n in base)
+    state = exported.model.state_dict()
+    layers = [(n, m) for n, m in trainer.policy.model.named_modules() if hasattr(m, "get_delta_weight")]
+    assert layers
+    with torch.no_grad():
+        for name, layer in layers:  # exported weight = base (upcast) + the adapter's delta, in float32
+            key = name.replace("base_model.model.", "", 1) + ".weight"
+            expected = layer.base_layer.weight.float() + layer.get_delta_weight("default").float()
+            torch.testing.assert_close(state[key], expected)
+    assert {v.dtype for v in state.values() if v.is_floating_point()} == {torch.float32}
 
 
 def test_checkpoint_roundtrip(tiny_config, tmp_path):
