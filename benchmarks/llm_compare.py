@@ -2,21 +2,29 @@
 
 For each environment the policy is first behaviour-cloned on oracle trajectories
 (:mod:`agentgym_credit.baselines.sft`), deliberately under-trained: SFT runs epoch by epoch and stops as
-soon as the greedy success on held-out tasks reaches ``--sft-target`` (20 % by default; the start is
-reported whatever it is). From that checkpoint every estimator (grpo, rloo, gigpo, salt, graphgpo,
-step_gae, spa) trains with the same settings and seeds; the greedy success on held-out tasks (seeds from
-10⁹, never used in training) is measured before training and every ``--eval-every`` iterations.
+soon as the success on held-out tasks reaches ``--sft-target`` (20 % by default; the start is reported
+whatever it is). From that checkpoint every estimator (grpo, rloo, gigpo, salt, graphgpo, step_gae, spa)
+trains with the same settings and seeds, and the success on held-out tasks (seeds from 10⁹, never used in
+training) is measured before training and every ``--eval-every`` iterations.
+
+Evaluation follows verl-agent's validation (the code GiGPO and GraphGPO report from): sampled at
+temperature 0.4 (``val_kwargs.do_sample=True, temperature=0.4``), here with fixed sampling seeds, so the
+same policy always gets the same score; ``--eval-temperature 0`` evaluates the greedy policy instead.
+
+Runs are independent (one per estimator and seed) and go to ``--jobs`` worker processes (default: one per
+core, each with one torch thread), so the default comparison fits its budget on two cores.
 
 Outputs in ``benchmarks/results/``: ``<stem>_curves.csv`` (one row per environment, estimator, seed and
-evaluation), ``<stem>.json`` (everything), ``<stem>.md`` (final success mean ± std per estimator and the
-SFT start) and ``<stem>.png`` (mean held-out success against iterations).
+evaluation), ``<stem>_train.csv`` (the sampled training success of every iteration), ``<stem>.json``
+(everything), ``<stem>.md`` (final held-out success mean ± std per estimator against the SFT start) and
+``<stem>.png`` (held-out and training success against iterations).
 
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
-    python benchmarks/llm_compare.py                   # the default comparison
+    python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
     python benchmarks/llm_compare.py --envs SearchQA-Group-v0 --stem llm_compare_searchqa   # a text environment
 
 An environment's entry in :data:`ENV_SETTINGS` replaces the defaults of some flags and adds environment
-arguments (SearchQA: single-hop questions, the top passage, evaluation on the test split's questions).
+arguments; a flag given on the command line wins.
 """
 
 from __future__ import annotations
@@ -24,16 +32,19 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from agentgym_credit.baselines.policy import load_policy
 from agentgym_credit.baselines.rollout import evaluate
@@ -43,35 +54,29 @@ from agentgym_credit.baselines.trainer import TrainConfig, Trainer
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "rloo", "gigpo", "salt", "graphgpo", "step_gae", "spa")
 ENV_SETTINGS: dict[str, dict[str, Any]] = {
+    # Rooms solvable in one or two moves, four steps to do it. The tiny model learns to read the board
+    # from 400 ε-noisy solver episodes (held-out success 0.3 after one SFT epoch, 0.7 after five).
+    # KL 0.01 to the start (verl-agent's kl_loss_coef): without it a lost episode's four steps outnumber a won
+    # episode's one or two, the advantages of a group's rows sum below zero, and the tokens every response
+    # shares (<think>, </think>, <action>) are pushed down until the format collapses (valid-format rate below
+    # 0.1 in 16 of 21 runs at KL 0, 6 of them within two iterations: results/llm_compare_sokoban_kl0.md).
+    "Sokoban-Group-v0": {"max_steps": 4, "max_solution_steps": 2, "sft_episodes": 400, "sft_epsilon": 0.2},
     # Single-hop questions (one search turn, then Search-R1's answer-only turn), the top passage only, the
     # held-out evaluation on the test split's questions; clean oracle data (a noisy search in the only
-    # search turn leaves nothing to learn from).
-    "SearchQA-Group-v0": {"max_steps": 1, "max_new_tokens": 32, "sft_epsilon": 0.0,
-                          "env": {"topk": 1}, "eval_env": {"split": "test"}},
+    # search turn leaves nothing to learn from). The tiny model cannot copy names from the prompt, so the
+    # policy is SmolLM2-135M-Instruct (full SFT, then LoRA 8 in RL) under bf16 autocast. Every episode is two
+    # steps (search, answer), so no length bias pushes the format down: no KL (and no reference forward).
+    "SearchQA-Group-v0": {"max_steps": 1, "max_new_tokens": 32, "sft_epsilon": 0.0, "model": "smollm2",
+                          "kl_coef": 0.0,
+                          "precision": "auto", "lora": 8, "lr": 5e-4, "sft_lr": 5e-5, "sft_episodes": 32,
+                          "sft_batch_size": 8, "groups": 2, "group_size": 4, "micro_batch_size": 4, "iters": 8,
+                          "eval_every": 8, "eval_episodes": 32, "env": {"topk": 1}, "eval_env": {"split": "test"}},
 }
 """Settings of an environment that replace the command line's defaults (a flag given explicitly wins)."""
-
-
-def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
-    """SFT epoch by epoch until the held-out greedy success reaches the target; returns its record."""
-    data, stats = collect_oracle_data(env_id, setting(env_id, args, "sft_episodes"),
-                                      epsilon=setting(env_id, args, "sft_epsilon"), seed=args.seed0, progress=False,
-                                      **env_kwargs(env_id, args))
-    record: dict[str, Any] = {"env": env_id, "oracle": stats, "epochs": []}
-    config = SFTConfig(env_id=env_id, model=args.model, out_dir=str(folder), epochs=1, lr=args.sft_lr,
-                       seed=args.seed0, cache_dir=args.cache_dir, progress_bar=False)
-    policy = None
-    for epoch in range(args.sft_max_epochs):
-        policy, info = sft(config, data, policy=policy)
-        score = evaluate(policy, env_id, args.eval_episodes, max_new_tokens=setting(env_id, args, "max_new_tokens"),
-                         **env_kwargs(env_id, args, evaluation=True))
-        record["epochs"].append({"epoch": epoch + 1, "loss": info["final_loss"], **score})
-        print(f"[sft {env_id}] epoch {epoch + 1}: loss {info['final_loss']:.3f}, held-out success "
-              f"{score['success_rate']:.2f}, valid {score['valid_rate']:.2f}", flush=True)
-        if score["success_rate"] >= args.sft_target:
-            break
-    record["start"] = record["epochs"][-1]
-    return record
+SMOOTH = 5
+"""Iterations averaged in the training-success curve."""
+DEFAULT_ENVS = ("Sokoban-Group-v0",)
+"""What a run without ``--envs`` compares (the budget of the default run: an hour on two cores)."""
 
 
 def setting(env_id: str, args: argparse.Namespace, name: str) -> Any:
@@ -86,52 +91,82 @@ def env_kwargs(env_id: str, args: argparse.Namespace, evaluation: bool = False) 
     preset = ENV_SETTINGS.get(env_id, {})
     steps = setting(env_id, args, "max_steps")
     kwargs: dict[str, Any] = {"max_steps": steps} if steps else {}
-    if env_id.startswith("Sokoban") and args.max_solution_steps:  # easy rooms: solvable in a few moves
-        kwargs["max_solution_steps"] = args.max_solution_steps
+    easy = setting(env_id, args, "max_solution_steps") if env_id.startswith("Sokoban") else 0
+    if easy:  # easy rooms: solvable in a few moves
+        kwargs["max_solution_steps"] = easy
     return {**kwargs, **preset.get("env", {}), **(preset.get("eval_env", {}) if evaluation else {})}
 
 
-def run_one(env_id: str, estimator: str, seed: int, start: Path, args: argparse.Namespace,
-            start_score: dict[str, float] | None = None) -> list[dict[str, Any]]:
-    """Train one estimator from the SFT start; returns the evaluation rows.
+def held_out(policy: Any, env_id: str, args: argparse.Namespace) -> dict[str, float]:
+    """Success and valid-format rate on the held-out tasks, sampled at ``--eval-temperature`` (fixed seeds)."""
+    return evaluate(policy, env_id, setting(env_id, args, "eval_episodes"),
+                    max_new_tokens=setting(env_id, args, "max_new_tokens"), temperature=args.eval_temperature,
+                    batch=32, **env_kwargs(env_id, args, evaluation=True))
 
-    ``start_score`` is the start's greedy held-out score (deterministic, so measured once for all runs).
+
+def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """SFT epoch by epoch until the held-out success reaches the target; returns its record."""
+    torch.set_num_threads(args.num_threads or os.cpu_count() or 1)
+    data, stats = collect_oracle_data(env_id, setting(env_id, args, "sft_episodes"),
+                                      epsilon=setting(env_id, args, "sft_epsilon"), seed=args.seed0, progress=False,
+                                      **env_kwargs(env_id, args))
+    record: dict[str, Any] = {"env": env_id, "oracle": stats, "epochs": []}
+    config = SFTConfig(env_id=env_id, model=setting(env_id, args, "model"), out_dir=str(folder), epochs=1,
+                       lr=setting(env_id, args, "sft_lr"), batch_size=setting(env_id, args, "sft_batch_size"),
+                       precision=setting(env_id, args, "precision"), seed=args.seed0, cache_dir=args.cache_dir,
+                       num_threads=torch.get_num_threads(), progress_bar=False)
+    policy = None
+    for epoch in range(args.sft_max_epochs):
+        began = time.perf_counter()
+        policy, info = sft(config, data, policy=policy)
+        score = held_out(policy, env_id, args)
+        record["epochs"].append({"epoch": epoch + 1, "loss": info["final_loss"], **score,
+                                 "seconds": time.perf_counter() - began})
+        print(f"[sft {env_id}] epoch {epoch + 1}: loss {info['final_loss']:.3f}, held-out success "
+              f"{score['success_rate']:.3f}, valid {score['valid_rate']:.2f}", flush=True)
+        if score["success_rate"] >= args.sft_target:
+            break
+    record["start"] = record["epochs"][-1]
+    return record
+
+
+def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace,
+            start_score: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
+    """Train one estimator from the SFT start (one torch thread); returns its evaluation and training rows.
+
+    ``start_score`` is the start's held-out score (fixed seeds, so the same for every run: measured once).
     """
-    config = TrainConfig(env_id=env_id, estimator=estimator, model=str(start), groups=args.groups,
-                         group_size=args.group_size, iters=args.iters, lr=args.lr,
-                         max_new_tokens=setting(env_id, args, "max_new_tokens"),
+    config = TrainConfig(env_id=env_id, estimator=estimator, model=start, groups=setting(env_id, args, "groups"),
+                         group_size=setting(env_id, args, "group_size"), iters=setting(env_id, args, "iters"),
+                         lr=setting(env_id, args, "lr"), max_new_tokens=setting(env_id, args, "max_new_tokens"),
+                         lora=setting(env_id, args, "lora"), precision=setting(env_id, args, "precision"),
                          seed=seed, out_dir=tempfile.mkdtemp(prefix=f"llm-compare-{estimator}-"),
                          cache_dir=args.cache_dir, env_kwargs=env_kwargs(env_id, args), progress_bar=False,
-                         kl_coef=args.kl_coef, num_threads=args.num_threads,
-                         micro_batch_size=args.micro_batch_size, grad_accum=args.grad_accum)
+                         kl_coef=setting(env_id, args, "kl_coef"), num_threads=1 if args.jobs > 1 else args.num_threads,
+                         micro_batch_size=setting(env_id, args, "micro_batch_size"), grad_accum=args.grad_accum,
+                         save_state=False)
     trainer = Trainer(config)
-    rows = []
-
-    def record(iteration: int, train_success: float) -> None:
-        score = evaluate(trainer.policy, env_id, args.eval_episodes,
-                         max_new_tokens=setting(env_id, args, "max_new_tokens"), **env_kwargs(env_id, args, evaluation=True))
-        rows.append({"env": env_id, "estimator": estimator, "seed": seed, "iter": iteration,
-                     "train_success": train_success, "eval_success": score["success_rate"],
-                     "eval_valid": score["valid_rate"]})
-
-    if start_score is None:
-        record(0, float("nan"))
-    else:  # greedy evaluation on the same held-out tasks: the start's score, measured once
-        rows.append({"env": env_id, "estimator": estimator, "seed": seed, "iter": 0, "train_success": float("nan"),
-                     "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"]})
-    for it in range(args.iters):
-        metrics = trainer.iterate(it)
-        if (it + 1) % args.eval_every == 0 or it + 1 == args.iters:
-            record(it + 1, metrics["success_rate"])
-        print(f"[{env_id} {estimator} seed {seed}] iter {it + 1}: train success {metrics['success_rate']:.2f}, "
-              f"{metrics['iteration_s']:.0f} s", flush=True)
-    trainer.env.close()
-    return rows
+    base = {"env": env_id, "estimator": estimator, "seed": seed}
+    evals = [{**base, "iter": 0, "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"]}]
+    train_rows = []
+    try:
+        for it in range(config.iters):
+            metrics = trainer.iterate(it)
+            train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
+                               "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"]})
+            if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
+                score = held_out(trainer.policy, env_id, args)
+                evals.append({**base, "iter": it + 1, "eval_success": score["success_rate"],
+                              "eval_valid": score["valid_rate"]})
+    finally:
+        trainer.env.close()
+    return {"rows": evals, "train": train_rows}
 
 
 def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]]) -> list[str]:
-    lines = ["| env | estimator | seeds | held-out success: start | final (mean ± std) | change |",
-             "|---|---|---:|---:|---:|---:|"]
+    """The final-success table: per environment and estimator, mean ± std over seeds against the SFT start."""
+    lines = ["| env | estimator | seeds | held-out success: start | final (mean ± std) | change | seeds above start |",
+             "|---|---|---:|---:|---:|---:|---:|"]
     for env_id in dict.fromkeys(r["env"] for r in rows):
         start = starts[env_id]["start"]["success_rate"]
         for est in dict.fromkeys(r["estimator"] for r in rows if r["env"] == env_id):
@@ -140,128 +175,208 @@ def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]]) -> 
             final = np.array([r["eval_success"] for r in part if r["iter"] == last])
             std = final.std(ddof=1) if len(final) > 1 else 0.0
             lines.append(f"| {env_id} | {est} | {len(final)} | {start:.3f} | {final.mean():.3f} ± {std:.3f} | "
-                         f"{final.mean() - start:+.3f} |")
+                         f"{final.mean() - start:+.3f} | {int((final > start).sum())} of {len(final)} |")
     return lines
 
 
-def plot(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]], path: Path) -> None:
+def _mean_curve(rows: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
+    iters = sorted({r["iter"] for r in rows})
+    return iters, [float(np.mean([r[key] for r in rows if r["iter"] == i])) for i in iters]
+
+
+def plot(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]], path: Path,
+         train_rows: list[dict[str, Any]] | None = None) -> None:
+    """Held-out success (top) and sampled training success (bottom, when given) per estimator, mean over seeds."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     envs = list(dict.fromkeys(r["env"] for r in rows))
-    fig, axes = plt.subplots(1, len(envs), figsize=(6 * len(envs), 4), squeeze=False)
-    for ax, env_id in zip(axes[0], envs, strict=True):
+    panels = 2 if train_rows else 1
+    fig, axes = plt.subplots(panels, len(envs), figsize=(6 * len(envs), 4 * panels), squeeze=False)
+    for col, env_id in enumerate(envs):
+        ax = axes[0][col]
         for est in dict.fromkeys(r["estimator"] for r in rows if r["env"] == env_id):
-            part = [r for r in rows if r["env"] == env_id and r["estimator"] == est]
-            iters = sorted({r["iter"] for r in part})
-            mean = [np.mean([r["eval_success"] for r in part if r["iter"] == i]) for i in iters]
-            ax.plot(iters, mean, marker="o", label=est)
+            ax.plot(*_mean_curve([r for r in rows if r["env"] == env_id and r["estimator"] == est], "eval_success"),
+                    marker="o", label=est)
         ax.axhline(starts[env_id]["start"]["success_rate"], color="grey", ls="--", label="SFT start")
-        ax.set(title=env_id, xlabel="training iteration", ylabel="held-out success (greedy)")
+        ax.set(title=f"{env_id}: held-out", xlabel="training iteration", ylabel="held-out success")
         ax.legend(fontsize=8)
+        if train_rows:
+            ax = axes[1][col]
+            for est in dict.fromkeys(r["estimator"] for r in train_rows if r["env"] == env_id):
+                part = [r for r in train_rows if r["env"] == env_id and r["estimator"] == est]
+                iters, mean = _mean_curve(part, "train_success")
+                window = min(SMOOTH, len(mean))  # each iteration draws new tasks: their difficulty dominates
+                smooth = np.convolve(mean, np.ones(window) / window, mode="valid")
+                ax.plot(iters[window - 1:], smooth, label=est)
+            ax.set(title=f"{env_id}: training rollouts (T = 1, {SMOOTH}-iteration mean)",
+                   xlabel="training iteration", ylabel="training success")
+            ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def write_results(stem: str, rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]], settings: dict[str, Any],
-                  elapsed: float, load: Sequence[float], flags: str) -> None:
-    """Write ``<stem>_curves.csv``, ``<stem>.json``, ``<stem>.png`` and ``<stem>.md`` and print the table."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    with open(RESULTS / f"{stem}_curves.csv", "w", newline="") as f:
+def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    with open(path, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[str, Any]],
+                  starts: dict[str, dict[str, Any]], settings: dict[str, Any], elapsed: float,
+                  load: Sequence[float], flags: str) -> None:
+    """Write ``<stem>_curves.csv``, ``<stem>_train.csv``, ``<stem>.json``, ``<stem>.png``, ``<stem>.md``; print."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    _write_csv(RESULTS / f"{stem}_curves.csv", rows)
+    _write_csv(RESULTS / f"{stem}_train.csv", train_rows)
     (RESULTS / f"{stem}.json").write_text(json.dumps(
-        {"settings": settings, "sft": starts, "rows": rows, "elapsed_s": elapsed, "load_average_start": list(load),
-         "threads": torch.get_num_threads()}, indent=2, default=float))
-    plot(rows, starts, RESULTS / f"{stem}.png")
-    table = summarize(rows, starts)
-    text = [f"# LLM policy: credit estimators from an SFT start (`python benchmarks/llm_compare.py {flags}`)", "",
-            f"Model {settings['model']}; {settings['groups']} groups × {settings['group_size']} members; "
-            f"{settings['iters']} iterations; {settings['seeds']} seed(s); held-out greedy success on "
-            f"{settings['eval_episodes']} tasks; {elapsed / 60:.1f} min on {os.cpu_count()} cores shared with other "
-            f"work (load average {load[0]:.1f} at the start).", ""]
+        {"settings": settings, "sft": starts, "rows": rows, "train": train_rows, "elapsed_s": elapsed,
+         "load_average_start": list(load)}, indent=2, default=float))
+    plot(rows, starts, RESULTS / f"{stem}.png", train_rows)
+    evaluation = ("greedy" if settings["eval_temperature"] == 0 else
+                  f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
+    text = [f"# LLM policy: credit estimators from an SFT start", "",
+            f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores "
+            f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
+            f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
     for env_id, rec in starts.items():
+        s = rec["settings"]
         origin = (f"given folder {rec['given']}" if "given" in rec else
                   f"oracle success {rec['oracle']['oracle_success']:.2f} over {rec['oracle']['steps']:.0f} labelled "
-                  f"steps, {len(rec['epochs'])} epoch(s)")
-        text.append(f"SFT start on {env_id} ({origin}): held-out success {rec['start']['success_rate']:.3f}, "
-                    f"valid-format rate {rec['start']['valid_rate']:.3f}.")
-        if settings.get("env_settings", {}).get(env_id):
-            text.append(f"Settings of {env_id} (`ENV_SETTINGS`): {json.dumps(settings['env_settings'][env_id])}.")
-    text += ["", *table, ""]
+                  f"steps, {len(rec['epochs'])} SFT epoch(s)")
+        text.append(f"- **{env_id}**: model {s['model']}" + (f" + LoRA {s['lora']}" if s["lora"] else "")
+                    + f" ({s['precision']}), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
+                    f"iterations at lr {s['lr']:g}, KL {s['kl_coef']:g}, held-out tasks {s['eval_episodes']}, environment "
+                    f"{json.dumps(s['env'])}. SFT start ({origin}): held-out success "
+                    f"{rec['start']['success_rate']:.3f}, valid-format rate {rec['start']['valid_rate']:.3f}.")
+    text += ["", *summarize(rows, starts), ""]
     (RESULTS / f"{stem}.md").write_text("\n".join(text))
     print("\n".join(text))
 
 
+def env_settings(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The settings a run on ``env_id`` uses (for the report)."""
+    names = ("model", "lora", "precision", "groups", "group_size", "iters", "lr", "kl_coef", "micro_batch_size",
+             "eval_episodes", "max_new_tokens")
+    return {**{n: setting(env_id, args, n) for n in names}, "env": env_kwargs(env_id, args)}
+
+
+def _exit_with_parent(parent: int, interval_s: float = 2.0) -> None:
+    """In a worker: end this process once ``parent`` (the pid of the process that started it) is no longer its
+    parent (a killed parent would leave it running)."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    if os.getppid() != parent:  # the parent died before this worker got here
+        os._exit(1)
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _run_job(job: tuple[Any, ...]) -> dict[str, list[dict[str, Any]]]:
+    torch.set_num_threads(1)
+    return run_one(*job)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
-    parser.add_argument("--envs", nargs="+", default=["Sokoban-Group-v0"])
+    parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
     parser.add_argument("--estimators", nargs="+", default=None, help="default: all seven (--quick: three)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seed0", type=int, default=0)
     parser.add_argument("--model", default="tiny")
-    parser.add_argument("--iters", type=int, default=6)
-    parser.add_argument("--eval-every", type=int, default=2)
-    parser.add_argument("--groups", type=int, default=2)
-    parser.add_argument("--group-size", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=1e-4)
-    parser.add_argument("--kl-coef", type=float, default=0.0)
-    parser.add_argument("--micro-batch-size", type=int, default=TrainConfig.micro_batch_size)
-    parser.add_argument("--grad-accum", type=int, default=TrainConfig.grad_accum)
+    parser.add_argument("--lora", type=int, default=0)
+    parser.add_argument("--precision", default="float32", choices=("auto", "float32", "bfloat16"))
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--groups", type=int, default=4)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=2e-4)
+    parser.add_argument("--kl-coef", type=float, default=0.01,
+                        help="k3 KL to the SFT start (verl-agent's kl_loss_coef; 0 lets the format collapse, see above)")
+    parser.add_argument("--micro-batch-size", type=int, default=16)
+    parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--max-steps", type=int, default=8, help="environment max_steps (0 = its default)")
     parser.add_argument("--max-solution-steps", type=int, default=0,
                         help="Sokoban: only rooms solvable in at most this many moves (0 = any room)")
-    parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument("--eval-episodes", type=int, default=128)
+    parser.add_argument("--eval-temperature", type=float, default=0.4,
+                        help="held-out sampling temperature (verl-agent's validation: 0.4; 0 = greedy)")
     parser.add_argument("--sft-episodes", type=int, default=128)
     parser.add_argument("--sft-max-epochs", type=int, default=12)
     parser.add_argument("--sft-lr", type=float, default=2e-3)
+    parser.add_argument("--sft-batch-size", type=int, default=16)
     parser.add_argument("--sft-target", type=float, default=0.2)
     parser.add_argument("--sft-epsilon", type=float, default=0.2, help="ε of the oracle data")
-    parser.add_argument("--num-threads", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=0, help="worker processes for the runs (0 = one per core)")
+    parser.add_argument("--num-threads", type=int, default=0, help="torch threads with --jobs 1 (0 = all cores)")
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--start", default=None,
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
     parser.add_argument("--stem", default="llm_compare")
-    parser.add_argument("--quick", action="store_true", help="smoke test: 1 seed, 2 iterations, 3 estimators")
+    parser.add_argument("--quick", action="store_true", help="smoke test: Sokoban, 1 seed, 2 iterations, 3 estimators")
     args = parser.parse_args(argv)
     given = list(argv if argv is not None else sys.argv[1:])
     args.explicit = {a.lstrip("-").split("=")[0].replace("-", "_") for a in given if a.startswith("--")}
     if args.quick:
-        args.seeds, args.iters, args.eval_every, args.eval_episodes = 1, 2, 1, 16
-        args.sft_episodes = 96
+        args.seeds, args.iters, args.eval_every, args.eval_episodes = 1, 2, 1, 32
+        args.explicit |= {"iters", "eval_every", "eval_episodes"}
+        if "envs" not in args.explicit:
+            args.envs = ["Sokoban-Group-v0"]
         if args.estimators is None:
             args.estimators = ["grpo", "gigpo", "step_gae"]
         args.stem = args.stem + "_quick" if args.stem == "llm_compare" else args.stem
     args.estimators = args.estimators or list(ESTIMATORS)
-    torch.set_num_threads(args.num_threads or 1)
+    args.jobs = args.jobs or (os.cpu_count() or 1)
     began, load = time.perf_counter(), os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="llm-compare-"))
     starts: dict[str, dict[str, Any]] = {}
-    rows: list[dict[str, Any]] = []
+    jobs: list[tuple[Any, ...]] = []
     for env_id in args.envs:
         folder = work / f"sft-{env_id}"
         if args.start:
             folder = Path(args.start)
-            score = evaluate(load_policy(str(folder)), env_id, args.eval_episodes,
-                             max_new_tokens=setting(env_id, args, "max_new_tokens"),
-                             **env_kwargs(env_id, args, evaluation=True))
-            starts[env_id] = {"env": env_id, "given": str(folder), "epochs": [], "start": score,
-                              "oracle": json.loads((folder / "sft_metrics.json").read_text())
-                              if (folder / "sft_metrics.json").exists() else {}}
+            policy = load_policy(str(folder), precision=setting(env_id, args, "precision"))
+            starts[env_id] = {"env": env_id, "given": str(folder), "epochs": [], "start": held_out(policy, env_id, args)}
         else:
             starts[env_id] = warm_start(env_id, args, folder)
-        for est in args.estimators:
-            for seed in range(args.seed0, args.seed0 + args.seeds):
-                rows.extend(run_one(env_id, est, seed, folder, args, starts[env_id]["start"]))
-    flags = " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
-    write_results(args.stem, rows, starts, {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
-                   "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}},
-                  time.perf_counter() - began, load, flags)
+        starts[env_id]["settings"] = env_settings(env_id, args)
+        jobs += [(env_id, est, seed, str(folder), args, starts[env_id]["start"])
+                 for est in args.estimators for seed in range(args.seed0, args.seed0 + args.seeds)]
+    results: list[dict[str, list[dict[str, Any]]]] = []
+    bar = tqdm(total=len(jobs), desc="runs (estimator × seed)", unit="run", dynamic_ncols=True)
+    if args.jobs > 1 and len(jobs) > 1:
+        here = str(Path(__file__).resolve().parent)
+        if here not in sys.path:  # spawned workers unpickle _run_job by importing this script as a module
+            sys.path.insert(0, here)
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
+                                 initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
+            for out in pool.map(_run_job, jobs):
+                results.append(out)
+                bar.update(1)
+    else:
+        torch.set_num_threads(args.num_threads or os.cpu_count() or 1)
+        for job in jobs:
+            results.append(run_one(*job))
+            bar.update(1)
+    bar.close()
+    rows = [r for out in results for r in out["rows"]]
+    train_rows = [r for out in results for r in out["train"]]
+    flags = " ".join(given)
+    settings = {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
+                "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}}
+    write_results(args.stem, rows, train_rows, starts, settings, time.perf_counter() - began, load, flags)
     return 0
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import json
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,40 +32,70 @@ def test_trainer_speed_tiny(tmp_path, monkeypatch, cache_dir):
 def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     bench = _load("llm_compare")
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
-    assert bench.main(["--estimators", "grpo", "gigpo", "--seeds", "1", "--iters", "1", "--groups", "1",
-                       "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4", "--eval-episodes", "2",
-                       "--sft-episodes", "4", "--sft-max-epochs", "1", "--num-threads", "1",
+    # two worker processes (spawned): the runs' rows come back to the parent and are written once
+    assert bench.main(["--estimators", "grpo", "gigpo", "--seeds", "1", "--iters", "2", "--eval-every", "2",
+                       "--groups", "1", "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4",
+                       "--eval-episodes", "2", "--sft-episodes", "4", "--sft-max-epochs", "1", "--jobs", "2",
                        "--cache-dir", str(cache_dir), "--stem", "c"]) == 0
     rows = (tmp_path / "c_curves.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2  # header + (start, final) per estimator
+    train = (tmp_path / "c_train.csv").read_text().splitlines()
+    assert len(train) == 1 + 2 * 2  # header + one row per estimator and iteration
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["settings"]["eval_temperature"] == 0.4 and report["settings"]["jobs"] == 2
+    assert report["sft"]["Sokoban-Group-v0"]["settings"]["env"] == {"max_steps": 2, "max_solution_steps": 2}
     assert (tmp_path / "c.png").stat().st_size > 0 and "| gigpo |" in (tmp_path / "c.md").read_text()
 
 
-def test_llm_compare_text_env_settings():
+def test_llm_compare_env_settings():
     bench = _load("llm_compare")
-    args = bench.argparse.Namespace(max_steps=8, max_new_tokens=24, sft_epsilon=0.2, explicit={"max_new_tokens"})
+    args = bench.argparse.Namespace(max_steps=8, max_new_tokens=24, sft_epsilon=0.2, max_solution_steps=0,
+                                    model="tiny", explicit={"max_new_tokens"})
     assert bench.setting("SearchQA-Group-v0", args, "max_new_tokens") == 24  # given explicitly: kept
     assert bench.setting("SearchQA-Group-v0", args, "sft_epsilon") == 0.0  # the environment's setting
-    assert bench.setting("Sokoban-Group-v0", args, "max_steps") == 8  # no settings: the flag's default
+    assert bench.setting("SearchQA-Group-v0", args, "model") == "smollm2"  # the tiny model cannot copy names
+    assert bench.setting("WebShop-Group-v0", args, "max_steps") == 8  # no settings: the flag's default
     assert bench.env_kwargs("SearchQA-Group-v0", args) == {"max_steps": 1, "topk": 1}
     assert bench.env_kwargs("SearchQA-Group-v0", args, evaluation=True)["split"] == "test"
+    assert bench.env_kwargs("Sokoban-Group-v0", args) == {"max_steps": 4, "max_solution_steps": 2}
+    args.explicit |= {"max_steps", "max_solution_steps"}
+    args.max_steps, args.max_solution_steps = 0, 0  # flags given: the environment's own defaults, any room
+    assert bench.env_kwargs("Sokoban-Group-v0", args) == {}
 
 
-def test_llm_compare_merge_pools_the_parts(tmp_path):
-    merge = _load("llm_compare_merge")
-    start = {"SearchQA-Group-v0": {"given": "sft", "start": {"success_rate": 0.25, "valid_rate": 0.9}}}
-    settings = {"model": "tiny", "groups": 2, "group_size": 4, "iters": 2, "eval_episodes": 16,
-                "env_settings": {"SearchQA-Group-v0": {"max_steps": 1}}}
-    for seed, finals in enumerate(([0.25, 0.5], [0.25, 0.75])):
-        rows = [{"env": "SearchQA-Group-v0", "estimator": "grpo", "seed": seed, "iter": it, "train_success": 0.0,
-                 "eval_success": value, "eval_valid": 1.0} for it, value in zip((0, 2), finals, strict=True)]
-        (tmp_path / f"p{seed}.json").write_text(json.dumps(
-            {"settings": settings, "sft": start, "rows": rows, "elapsed_s": 60.0, "load_average_start": [3, 3, 3]}))
-    text = "\n".join(merge.merge("m", ["p0", "p1"], results=tmp_path))
-    assert "| SearchQA-Group-v0 | grpo | 2 | 0.250 | 0.625 ± 0.177 | +0.375 |" in text
-    assert len((tmp_path / "m_curves.csv").read_text().splitlines()) == 1 + 4 and (tmp_path / "m.png").exists()
-    other = dict(start, **{"SearchQA-Group-v0": {"given": "x", "start": {"success_rate": 0.5, "valid_rate": 1.0}}})
-    (tmp_path / "p2.json").write_text(json.dumps({"settings": settings, "sft": other, "rows": [], "elapsed_s": 1.0,
-                                                 "load_average_start": [1, 1, 1]}))
-    with pytest.raises(ValueError, match="another SFT checkpoint"):
-        merge.merge("m", ["p0", "p2"], results=tmp_path)
+def test_llm_compare_workers_end_with_their_parent(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    # a parent that starts the pool's initializer in a child and is then killed: the child must not outlive it
+    script = (
+        "import multiprocessing, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "import llm_compare\n"
+        "import os\n"
+        "def task(parent):\n"
+        "    llm_compare._exit_with_parent(parent, 0.1)\n"
+        "    time.sleep(60)\n"
+        "if __name__ == '__main__':\n"
+        "    p = multiprocessing.get_context('spawn').Process(target=task, args=(os.getpid(),))\n"
+        "    p.start()\n"
+        "    print(p.pid, flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    (tmp_path / "parent.py").write_text(script)
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], stdout=subprocess.PIPE, text=True)
+    child = int(parent.stdout.readline())
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:  # gone, or a zombie waiting for its new parent to reap it
+            if Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        except (FileNotFoundError, ProcessLookupError):
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(child, 9)
+        raise AssertionError("the worker outlived its killed parent")
