@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import json
+import sys
 from pathlib import Path
 
 
@@ -14,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _load(name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # worker processes unpickle its functions by module name
     spec.loader.exec_module(module)
     return module
 
@@ -65,7 +67,6 @@ def test_llm_compare_env_settings():
 
 def test_llm_compare_workers_end_with_their_parent(tmp_path):
     import subprocess
-    import sys
     import time
 
     # a parent that starts the pool's initializer in a child and is then killed: the child must not outlive it
