@@ -21,7 +21,7 @@ evaluation), ``<stem>_train.csv`` (the sampled training success of every iterati
 
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
     python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
-    python benchmarks/llm_compare.py --envs SearchQA-Group-v0 --stem llm_compare_searchqa   # a text environment
+    python benchmarks/llm_compare.py --envs SearchQA-Group-v0 --stem llm_compare_searchqa   # a text environment (SmolLM2)
 
 An environment's entry in :data:`ENV_SETTINGS` replaces the defaults of some flags and adds environment
 arguments; a flag given on the command line wins.
