@@ -46,7 +46,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from agentgym_credit.baselines.policy import load_policy
+from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
@@ -296,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed0", type=int, default=0)
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--lora", type=int, default=0)
-    parser.add_argument("--precision", default="float32", choices=("auto", "float32", "bfloat16"))
+    parser.add_argument("--precision", default="float32", choices=PRECISIONS)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--groups", type=int, default=4)

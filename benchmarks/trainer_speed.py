@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentgym_credit.baselines.policy import left_pad
+from agentgym_credit.baselines.policy import PRECISIONS, left_pad
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env", default="Sokoban-Group-v0")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--lora", type=int, default=0)
-    parser.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32")
+    parser.add_argument("--precision", choices=PRECISIONS, default="float32")
     parser.add_argument("--groups", type=int, default=4)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--iters", type=int, default=2)

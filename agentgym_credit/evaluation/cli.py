@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--device", default="cpu")
+    # the values of baselines.policy.PRECISIONS, spelled out: this parser must not import torch to start
     p.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32",
                    help="model forward passes: float32, bfloat16 autocast, or auto (bf16 where the CPU/GPU has it)")
     p.add_argument("--out-dir", type=Path, default=Path("eval_results"))

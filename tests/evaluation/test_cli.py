@@ -37,3 +37,11 @@ def test_agc_eval_says_why_an_environment_cannot_be_evaluated(capsys, monkeypatc
     monkeypatch.delitem(gym.registry, "AppWorld-Group-v0", raising=False)  # as in an installation without it
     assert main(["eval", "--env", "AppWorld-Group-v0", "--policy", "random"]) == 2
     assert "not registered" in capsys.readouterr().err
+
+
+def test_eval_precision_choices_are_the_policy_loaders() -> None:
+    from agentgym_credit.baselines.policy import PRECISIONS
+    from agentgym_credit.evaluation.cli import build_parser
+
+    action = next(a for a in build_parser()._actions if a.dest == "precision")
+    assert tuple(action.choices) == PRECISIONS
