@@ -51,11 +51,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from agentgym_credit.cli_args import key_value
 from agentgym_credit.wrappers.recording import member_info
 
 from .policy import PRECISIONS, Policy, encode_prompts, export_policy, load_policy, response_logprobs
 from .rollout import make_group_env, template_for
-from .trainer import _key_value, check_env_id, free_cores, seed_everything
+from .trainer import check_env_id, free_cores, seed_everything
 
 __all__ = ["OracleStep", "SFTConfig", "collect_oracle_data", "oracle_response", "sft", "main"]
 
@@ -357,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--template", default=None)
     parser.add_argument("--history-length", type=int, default=None)
     parser.add_argument("--progress-bar", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--env-kwarg", dest="env_kwargs", action="append", type=_key_value, default=[],
+    parser.add_argument("--env-kwarg", dest="env_kwargs", action="append", type=key_value, default=[],
                         metavar="KEY=VALUE", help="environment argument while collecting (repeatable)")
     return parser
 

@@ -50,6 +50,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from agentgym_credit.cli_args import key_value
 from agentgym_credit.credit import Credit, assign_credit, available_estimators
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers.prompting import TEMPLATES
@@ -675,16 +676,6 @@ def _field_help() -> dict[str, str]:
     return {m.group(1): " ".join(m.group(2).split()) for m in re.finditer(r"^\s{8}(\w+): (.+)$", doc, re.M)}
 
 
-def _key_value(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``agc train`` argument parser (one flag per :class:`TrainConfig` field)."""
     parser = argparse.ArgumentParser(prog="agc train", description=__doc__.split("\n\n")[0],
@@ -696,7 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
         default = getattr(defaults, f.name)
         kwargs: dict[str, Any] = {"dest": f.name, "help": helps.get(f.name, "")}
         if isinstance(default, dict):
-            kwargs.update(action="append", type=_key_value, default=[], metavar="KEY=VALUE")
+            kwargs.update(action="append", type=key_value, default=[], metavar="KEY=VALUE")
         elif isinstance(default, bool):
             kwargs.update(action=argparse.BooleanOptionalAction, default=default)
         elif f.name in ("cache_dir", "resume"):

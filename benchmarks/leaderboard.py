@@ -15,8 +15,9 @@ Sections (each a set of jobs; each job is one benchmark script run in its own pr
 * credit overhead — ``credit_overhead`` (against the papers' per-iteration cost);
 * training — ``train_compare`` (MaskablePPO with each estimator), ``llm_compare`` when the script exists;
 * evaluation — ``agc eval`` of the oracle and random policies on every environment (AppWorld's
-  test_normal and test_challenge in full mode only), and of an LLM policy trained here by ``agc train``
-  (tiny model, Sokoban).
+  test_normal and test_challenge in full mode only), and of an LLM policy trained here: the tiny model's
+  SFT start (``agc sft``) and the same start trained with GiGPO (``agc train``) on Sokoban, both sampled
+  at T = 0.4.
 
 The budget of the chosen mode is printed before anything runs; a job that would not fit into what is left
 is not started and the report says so, as it says for failed or timed-out jobs. Every result carries the
@@ -157,31 +158,59 @@ def _eval_jobs() -> list[Job]:
                 module="agentgym_credit.evaluation.cli", needs=needs,
                 skip={m: skipped[key.split("_")[0]][m] for m in MODES if m not in counts},
             ))
-    # (groups, group size, iterations, max steps): CI trains one short iteration, only to exercise the path
-    train = {"ci": (1, 2, 1, 3), "quick": (1, 4, 2, 10), "full": (2, 4, 20, 15)}
+    # The trained LLM policy, in benchmarks/llm_compare.py's Sokoban setting (rooms one or two moves from solved,
+    # four steps; on the default 15-step rooms 20 GiGPO iterations took the same start from 21 % to 12 %): the
+    # tiny model's SFT warm start (one epoch on 400 ε = 0.2 solver episodes), then agc train with GiGPO and KL
+    # 0.01 to the start (verl-agent's kl_loss_coef). Both, and the oracle and random policies for scale, are
+    # evaluated on the same rooms, sampled at T = 0.4 with fixed seeds (verl-agent's validation).
+    easy = ["--env-kwarg", "max_steps=4", "--env-kwarg", "max_solution_steps=2"]
+    sft_episodes = {"ci": 16, "quick": 400, "full": 400}  # CI clones a few episodes, only to exercise the path
     jobs.append(Job(
-        "train_llm_sokoban", "training", "agc train: tiny LLM policy, GiGPO, Sokoban (the trained policy below)",
-        None, {m: ["train", "--env", "Sokoban-Group-v0", "--estimator", "gigpo", "--model", "tiny",
-                   "--groups", str(g), "--group-size", str(n), "--iters", str(it), "--max-new-tokens", "8",
-                   "--env-kwarg", f"max_steps={steps}", "--no-progress-bar", "--overwrite"]
-               for m, (g, n, it, steps) in train.items()},
-        {"ci": 40, "quick": 30, "full": 900}, module="agentgym_credit.cli", needs=("transformers",),
+        "sft_llm_sokoban", "training", "agc sft: tiny LLM policy, one epoch on ε = 0.2 solver episodes (the start)",
+        None, {m: ["sft", "--env", "Sokoban-Group-v0", "--model", "tiny", "--episodes", str(n), "--epsilon", "0.2",
+                   "--epochs", "1", "--lr", "2e-3", "--batch-size", "16", "--no-progress-bar", *easy]
+               for m, n in sft_episodes.items()},
+        {"ci": 20, "quick": 40, "full": 40}, module="agentgym_credit.cli", needs=("transformers",),
     ))
-    evals = {"ci": (2, 3), "quick": (8, 10), "full": (64, 15)}
+    # (groups, group size, iterations): CI trains one short iteration, only to exercise the path
+    train = {"ci": (1, 2, 1), "quick": (2, 4, 2), "full": (4, 8, 20)}
     jobs.append(Job(
-        "eval_sokoban_trained", "evaluation", "Sokoban-Group-v0 — the trained tiny LLM policy (greedy)", None,
-        {m: ["--env", "Sokoban-Group-v0", "--policy", "{train_llm_sokoban}/policy", "--episodes", str(n),
-             "--max-steps", str(steps), "--max-new-tokens", "8", "--no-progress"] for m, (n, steps) in evals.items()},
-        {"ci": 30, "quick": 45, "full": 300}, module="agentgym_credit.evaluation.cli", needs=("transformers",),
-        after="train_llm_sokoban",
+        "train_llm_sokoban", "training", "agc train: the SFT start trained with GiGPO on Sokoban (KL 0.01)",
+        None, {m: ["train", "--env", "Sokoban-Group-v0", "--estimator", "gigpo", "--model", "{sft_llm_sokoban}",
+                   "--groups", str(g), "--group-size", str(n), "--iters", str(it), "--lr", "2e-4",
+                   "--kl-coef", "0.01", "--max-new-tokens", "16", "--no-progress-bar", "--overwrite", *easy]
+               for m, (g, n, it) in train.items()},
+        {"ci": 40, "quick": 30, "full": 300}, module="agentgym_credit.cli", needs=("transformers",),
+        after="sft_llm_sokoban",
     ))
+    rooms = {"ci": 2, "quick": 32, "full": 256}
+    for name, policy, title, after in (
+            ("eval_sokoban_easy_oracle", "oracle", "oracle policy", None),
+            ("eval_sokoban_easy_random", "random", "random policy", None),
+            ("eval_sokoban_sft", "{sft_llm_sokoban}", "the SFT start (tiny LLM), sampled at T = 0.4", "sft_llm_sokoban"),
+            ("eval_sokoban_trained", "{train_llm_sokoban}/policy", "the SFT start after GiGPO (tiny LLM), sampled at "
+                                                                   "T = 0.4", "train_llm_sokoban")):
+        jobs.append(Job(
+            name, "evaluation", f"Sokoban-Group-v0, rooms ≤ 2 moves from solved, 4 steps — {title}", None,
+            {m: ["--env", "Sokoban-Group-v0", "--policy", policy, "--episodes", str(n), "--temperature", "0.4",
+                 "--max-new-tokens", "16", "--no-progress", *easy] for m, n in rooms.items()},
+            {"ci": 30 if after else 5, "quick": 15 if after else 5, "full": 45 if after else 8},
+            module="agentgym_credit.evaluation.cli", needs=("transformers",) if after else (), after=after,
+        ))
     return jobs
+
+
+TRAINED_POLICY_JOBS = ("sft_llm_sokoban", "train_llm_sokoban", "eval_sokoban_easy_oracle", "eval_sokoban_easy_random",
+                       "eval_sokoban_sft", "eval_sokoban_trained")
+"""The LLM policy trained here (SFT start, GiGPO from it) and its evaluation next to the oracle and random policies."""
+POLICY_LABELS = {"eval_sokoban_sft": "SFT tiny LLM (start)", "eval_sokoban_trained": "SFT + GiGPO tiny LLM"}
+"""Summary-table column of the evaluations of the policies trained here (others: the policy's own name)."""
 
 
 def build_jobs() -> list[Job]:
     """Every job of the leaderboard, in run order: measurements first, then evaluation, then training."""
     evaluation = _eval_jobs()
-    training = [j for j in evaluation if j.name in ("train_llm_sokoban", "eval_sokoban_trained")]
+    training = [j for j in evaluation if j.name in TRAINED_POLICY_JOBS]
     jobs = [
         Job("sokoban_speed", "throughput", "Sokoban room generation and env steps", "sokoban_speed",
             {"ci": ["--rooms", "20", "--steps", "2000"], "quick": ["--rooms", "100", "--steps", "10000"],
@@ -265,7 +294,7 @@ def _missing(needs: tuple[str, ...]) -> list[str]:
 
 
 def _command(job: Job, mode: str, job_dir: Path, run_root: Path) -> list[str]:
-    args = [a.replace("{train_llm_sokoban}", str(run_root / "train_llm_sokoban")) for a in job.args[mode]]
+    args = [re.sub(r"\{(\w+)\}", lambda m: str(run_root / m.group(1)), a) for a in job.args[mode]]
     if job.module == "agentgym_credit.cli":  # agc train: its exported policy and metrics go to the job folder
         return [sys.executable, "-m", job.module, *args, "--out-dir", str(job_dir)]
     if job.module is not None:
@@ -380,8 +409,10 @@ def _eval_rows(results: list[JobResult], run_root: Path) -> list[dict[str, Any]]
             continue
         for path in sorted((run_root / r.name).glob("eval_*.json")):
             data = json.loads(path.read_text())
-            rows.append({"env": data["env_id"], "split": data["split"] or "–",
-                         "policy": "trained tiny LLM (GiGPO)" if r.name == "eval_sokoban_trained" else data["policy"],
+            changed = data.get("settings", {}).get("env_kwargs") or {}
+            split = " ".join([data["split"] or "", *(f"{k}={v}" for k, v in changed.items())]).strip()
+            rows.append({"env": data["env_id"], "split": split or "–",
+                         "policy": POLICY_LABELS.get(r.name, data["policy"]),
                          "headline": data["headline"], "metrics": data["metrics"],
                          "episodes": len(data["episodes"]), "job": r.name})
     return rows
@@ -393,7 +424,8 @@ _METRIC_NAMES = {"ALFWorld-Group-v0": "success %", "WebShop-Group-v0": "success 
 
 
 def headline_table(rows: list[dict[str, Any]]) -> str:
-    """Markdown: one row per (environment, split), one column per policy."""
+    """Markdown: one row per (environment, split), one column per policy; – where that policy was not evaluated
+    there (the jobs section says why a planned job did not run)."""
     policies = list(dict.fromkeys(r["policy"] for r in rows))
     keys = list(dict.fromkeys((r["env"], r["split"]) for r in rows))
     lines = ["| environment | split | metric | " + " | ".join(policies) + " |",
@@ -402,7 +434,7 @@ def headline_table(rows: list[dict[str, Any]]) -> str:
         cells = []
         for p in policies:
             hit = [r for r in rows if (r["env"], r["split"], r["policy"]) == (env, split, p)]
-            cells.append(f"{hit[0]['headline']:.1f} (n={hit[0]['episodes']})" if hit else "not run")
+            cells.append(f"{hit[0]['headline']:.1f} (n={hit[0]['episodes']})" if hit else "–")
         lines.append(f"| {env} | {split} | {_METRIC_NAMES.get(env, 'headline')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -68,12 +68,13 @@ def test_quick_mode_runs_every_section_and_reports_what_did_not_run(leaderboard_
         assert (out / name).stat().st_size > 500, name
     jobs = {j["name"]: j for j in json.loads((out / "leaderboard.json").read_text())["jobs"]}
     ok = {n for n, j in jobs.items() if j["status"] == "ok"}
-    # the trained-policy pair covers agc train's exported policy and its greedy evaluation through the model generator
+    # the trained-policy jobs cover agc sft's model folder, agc train from it, its exported policy, and their
+    # sampled evaluation through the model generator
     why = {n: (j["status"], j["reason"], j["log_tail"][-300:]) for n, j in jobs.items() if j["status"] != "ok"}
     assert not [n for n, j in jobs.items() if j["status"] == "failed"], why
     assert {"eval_sokoban_oracle", "eval_sokoban_random", "eval_webshop_oracle", "eval_searchqa_oracle",
             "eval_alfworld_unseen_oracle", "credit_quality", "credit_overhead", "sokoban_speed", "group_env_speed",
-            "train_llm_sokoban", "eval_sokoban_trained"} <= ok, why
+            "sft_llm_sokoban", "eval_sokoban_sft", "train_llm_sokoban", "eval_sokoban_trained"} <= ok, why
     sections_run = {jobs[n]["section"] for n in ok}
     # matching may run past its limit on a slow machine (it loads a sentence encoder); every other section runs
     assert set(_load().SECTIONS) - {"matching"} <= sections_run, why
@@ -82,11 +83,15 @@ def test_quick_mode_runs_every_section_and_reports_what_did_not_run(leaderboard_
     for job in jobs.values():  # every job says what it did: a command and a date, or why it did not run
         assert job["date"]
         assert job["command"] if job["status"] != "not run" else job["reason"]
-    rows = {(r["env"], r["policy"]): r["headline"] for r in report["evaluation"]}
-    assert 0.0 <= rows[("Sokoban-Group-v0", "trained tiny LLM (GiGPO)")] <= 100.0
-    assert rows[("Sokoban-Group-v0", "oracle")] == 100.0
-    assert rows[("Sokoban-Group-v0", "oracle")] > rows[("Sokoban-Group-v0", "random")]
-    assert rows[("ALFWorld-Group-v0", "oracle")] == 100.0 and rows[("SearchQA-Group-v0", "oracle")] == 100.0
+    rows = {(r["env"], r["split"], r["policy"]): r["headline"] for r in report["evaluation"]}
+    easy = ("Sokoban-Group-v0", "max_steps=4 max_solution_steps=2")  # the trained LLM policy's rooms
+    # the SFT start reads the board (one epoch on 400 solver episodes: 34 % of 128 such rooms at T = 0.4)
+    assert 0.0 < rows[(*easy, "SFT tiny LLM (start)")] < 100.0
+    assert 0.0 <= rows[(*easy, "SFT + GiGPO tiny LLM")] <= 100.0
+    for env in (("Sokoban-Group-v0", "–"), easy):
+        assert rows[(*env, "oracle")] == 100.0 and rows[(*env, "oracle")] > rows[(*env, "random")]
+    assert rows[("ALFWorld-Group-v0", "valid_unseen", "oracle")] == 100.0
+    assert rows[("SearchQA-Group-v0", "test", "oracle")] == 100.0
     md = (out / "leaderboard.md").read_text()
     assert "| Sokoban-Group-v0 |" in md and "not run" in md
 

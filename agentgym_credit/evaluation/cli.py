@@ -5,6 +5,7 @@ Examples::
     agc eval --env ALFWorld-Group-v0 --split valid_unseen --policy oracle        # ~1 min
     agc eval --env Sokoban-Group-v0 --policy random --episodes 256                # ~5 s
     agc eval --env Sokoban-Group-v0 --policy runs/gigpo --temperature 0
+    agc eval --env Sokoban-Group-v0 --policy runs/gigpo --env-kwarg max_solution_steps=2   # easier rooms
     agc eval --env SearchQA-Group-v0 --policy mypackage.agent:respond             # prompts -> responses
     agc eval --env AppWorld-Group-v0 --split test_normal --policy oracle          # TGC / SGC, ~1 min
 
@@ -17,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from agentgym_credit.cli_args import key_value
 from agentgym_credit.evaluation.protocols import PROTOCOLS, EvaluationUnavailable
 from agentgym_credit.evaluation.runner import evaluate
 
@@ -35,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=16, help="tasks played at once")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=None, help="default: the papers' episode length")
+    p.add_argument("--env-kwarg", dest="env_kwargs", action="append", type=key_value, default=[], metavar="KEY=VALUE",
+                   help="environment argument, e.g. max_solution_steps=2 (repeatable; recorded in the results)")
     p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--device", default="cpu")
@@ -48,12 +52,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``agc eval``; returns the exit status (2 when the environment cannot be evaluated here)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    env_kwargs = dict(args.env_kwargs)
+    if "max_steps" in env_kwargs:  # --env-kwarg max_steps=N is --max-steps N
+        if args.max_steps is not None and args.max_steps != env_kwargs["max_steps"]:
+            parser.error("--max-steps and --env-kwarg max_steps= disagree")
+        args.max_steps = int(env_kwargs.pop("max_steps"))
     try:
         result = evaluate(args.policy, args.env, args.split, episodes=args.episodes, samples=args.samples,
                           batch_size=args.batch_size, seed=args.seed, max_steps=args.max_steps,
                           temperature=args.temperature, max_new_tokens=args.max_new_tokens, device=args.device,
-                          precision=args.precision, progress=not args.no_progress)
+                          precision=args.precision, progress=not args.no_progress, **env_kwargs)
     except EvaluationUnavailable as exc:
         print(f"agc eval: {exc}", file=sys.stderr)
         return 2

@@ -26,6 +26,7 @@ format is scored as it would be. A policy sees one :class:`PolicyStep` per envir
 from __future__ import annotations
 
 import importlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,14 +225,24 @@ class CallablePolicy:
 def _trained_policy_folder(path: Path) -> Path:
     """The exported policy of an ``agc train`` / ``agc sft`` run, given the run folder or its state file.
 
-    A run writes its policy with ``save_pretrained`` to ``<run>/policy`` and the optional resumable state to
-    ``<run>/trainer_state.pt``; a Hugging Face model folder is returned unchanged.
+    A run writes its policy with ``save_pretrained`` to ``<run>/policy``, its own settings to
+    ``<run>/config.json`` (no ``model_type``: not a model configuration) and the optional resumable state to
+    ``<run>/trainer_state.pt``; a Hugging Face model folder (a ``config.json`` with ``model_type``) is
+    returned unchanged.
     """
     if path.is_file():
         path = path.parent
-    if path.is_dir() and not (path / "config.json").exists() and (path / "policy" / "config.json").exists():
+    if path.is_dir() and (path / "policy" / "config.json").exists() and not _is_model_folder(path):
         return path / "policy"
     return path
+
+
+def _is_model_folder(path: Path) -> bool:
+    """Whether ``path`` holds a Hugging Face model: a ``config.json`` that names its ``model_type``."""
+    try:
+        return "model_type" in json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
 
 
 class GeneratorPolicy:

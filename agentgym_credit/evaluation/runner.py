@@ -90,6 +90,8 @@ class EvalResult:
         s = self.settings
         lines.append(f"{len(self.episodes)} episodes, seed {s.get('seed')}, samples {s.get('samples')}, "
                      f"max steps {s.get('max_steps')}, {s.get('elapsed_s', 0):.1f} s, {s.get('date', '')}")
+        if s.get("env_kwargs"):
+            lines[-1] += ", environment " + ", ".join(f"{k}={v}" for k, v in s["env_kwargs"].items())
         return "\n".join(lines) + "\n"
 
     def write(self, out_dir: str | Path, stem: str | None = None) -> tuple[Path, Path]:
@@ -165,6 +167,8 @@ class Evaluator:
         if max_steps is not None:
             kwargs["max_steps"] = int(max_steps)
         kwargs.update(env_kwargs)
+        # what the caller changed from the protocol's environment (recorded with the results)
+        self.env_kwargs = {**({} if max_steps is None else {"max_steps": int(max_steps)}), **env_kwargs}
         self.max_steps = kwargs["max_steps"]
         try:
             probe = gym.make(env_id, **kwargs).unwrapped
@@ -208,6 +212,7 @@ class Evaluator:
         table, row, column = self.protocol.headline
         settings = {
             "seed": self.seed, "samples": self.samples, "max_steps": self.max_steps,
+            "env_kwargs": {k: v for k, v in self.env_kwargs.items() if _is_json(v)},
             "batch_size": self.batch_size, "temperature": policy_kwargs.get("temperature", 0.0),
             "elapsed_s": time.perf_counter() - start, "episodes": len(self.specs),
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_summary(),
@@ -293,3 +298,11 @@ def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: in
                    max_steps=max_steps, progress=progress, **env_kwargs) as evaluator:
         return evaluator.run(policy, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
                              precision=precision)
+
+
+def _is_json(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

@@ -7,6 +7,7 @@ import sys
 import types
 
 import gymnasium as gym
+import pytest
 
 from agentgym_credit.cli import main
 
@@ -45,3 +46,30 @@ def test_eval_precision_choices_are_the_policy_loaders() -> None:
 
     action = next(a for a in build_parser()._actions if a.dest == "precision")
     assert tuple(action.choices) == PRECISIONS
+
+
+def test_agc_eval_takes_an_agc_train_run_folder(tmp_path) -> None:
+    """The run folder holds the run's own config.json next to policy/: the exported policy is evaluated."""
+    pytest.importorskip("transformers")
+    run = tmp_path / "run"
+    assert main(["train", "--env", "Sokoban-Group-v0", "--estimator", "grpo", "--model", "tiny", "--groups", "1",
+                 "--group-size", "2", "--iters", "1", "--max-new-tokens", "4", "--env-kwarg", "max_steps=2",
+                 "--no-progress-bar", "--cache-dir", str(tmp_path / "cache"), "--out-dir", str(run)]) == 0
+    assert "model_type" not in json.loads((run / "config.json").read_text())
+    rc = main(["eval", "--env", "Sokoban-Group-v0", "--policy", str(run), "--episodes", "2", "--max-steps", "2",
+               "--max-new-tokens", "4", "--out-dir", str(tmp_path / "eval"), "--no-progress"])
+    assert rc == 0
+    data = json.loads(next((tmp_path / "eval").glob("*.json")).read_text())
+    assert len(data["episodes"]) == 2
+
+
+def test_agc_eval_env_kwargs_reach_the_environment_and_the_results(tmp_path) -> None:
+    """Rooms one move from solved: the random policy (1 valid move in 4) wins far more than on default rooms."""
+    rc = main(["eval", "--env", "Sokoban-Group-v0", "--policy", "random", "--episodes", "64", "--env-kwarg",
+               "max_steps=1", "--env-kwarg", "max_solution_steps=1", "--out-dir", str(tmp_path), "--no-progress"])
+    assert rc == 0
+    data = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert data["settings"]["env_kwargs"] == {"max_steps": 1, "max_solution_steps": 1}
+    assert data["settings"]["max_steps"] == 1 and all(e["steps"] == 1 for e in data["episodes"])
+    assert 0.1 < data["headline"] / 100 < 0.45  # one of the four moves solves the room
+    assert "environment max_steps=1, max_solution_steps=1" in next(tmp_path.glob("*.md")).read_text()
