@@ -100,7 +100,9 @@ class TrainConfig:
         iters: training iterations (rollout + update).
         lr: AdamW learning rate of the policy.
         clip_eps: PPO clip range epsilon.
-        kl_coef: weight of the k3 KL penalty to the initial policy (0 disables the reference model).
+        kl_coef: weight of the k3 KL penalty to the initial policy (0 disables the reference model); 0.01 is
+            verl-agent's ``kl_loss_coef``, below which uneven episode lengths let the format collapse (see
+            ``benchmarks/results/llm_compare_sokoban_kl0.md``).
         ratio_level: importance ratio: "token" (PPO) or "step" (StepPO geometric mean).
         ppo_epochs: passes over the rollout's steps per iteration.
         micro_batch_size: steps per forward/backward pass.
@@ -140,7 +142,7 @@ class TrainConfig:
     iters: int = 20
     lr: float = 1e-5
     clip_eps: float = 0.2
-    kl_coef: float = 0.001
+    kl_coef: float = 0.01
     ratio_level: str = "token"
     ppo_epochs: int = 1
     micro_batch_size: int = 8

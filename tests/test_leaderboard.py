@@ -170,3 +170,20 @@ def test_a_job_that_does_not_fit_or_lacks_its_script_says_why(tmp_path) -> None:
                       {"quick": 1.0})
     result = mod.run_job(missing, "quick", tmp_path, time_left=100.0, done={})
     assert result.status == "not run" and "does not exist" in result.reason
+
+
+def test_merge_reruns_some_jobs_into_an_existing_report(tmp_path) -> None:
+    """--only J --merge replaces J's result, keeps the others' and lists the re-run in the header."""
+    lb = _load()
+    lb.run("ci", tmp_path, only=["eval_sokoban_oracle", "eval_sokoban_random"])
+    first = {j["name"]: j for j in json.loads((tmp_path / "leaderboard.json").read_text())["jobs"]}
+    report = lb.merge(tmp_path, ["eval_sokoban_random", "credit_overhead"], "python benchmarks/leaderboard.py --merge")
+    jobs = {j["name"]: j for j in report["jobs"]}
+    assert list(jobs) == ["eval_sokoban_oracle", "eval_sokoban_random", "credit_overhead"]
+    assert jobs["eval_sokoban_oracle"] == first["eval_sokoban_oracle"]  # kept as it was
+    assert all(j["status"] == "ok" for j in jobs.values())
+    rerun = report["header"]["reruns"][0]
+    assert report["header"]["mode"] == "ci" and rerun["jobs"] == ["credit_overhead", "eval_sokoban_random"]  # run order
+    assert "Re-run into this report: credit_overhead, eval_sokoban_random" in (tmp_path / "leaderboard.md").read_text()
+    with pytest.raises(SystemExit, match="no such job"):
+        lb.merge(tmp_path, ["bogus"], "")
