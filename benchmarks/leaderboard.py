@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/leaderboard.py --quick     # ≤ 10 min on 2 cores (agc leaderboard --quick)
-    python benchmarks/leaderboard.py             # full, ≤ 2 h on 2 cores
+    python benchmarks/leaderboard.py             # full, ≤ 2 h on 2 cores (measured: 37 min of jobs)
     python benchmarks/leaderboard.py --mode ci   # the test suite's reduced setting (~1 min)
 
 Sections (each a set of jobs; each job is one benchmark script run in its own process with a time limit):
@@ -134,17 +134,19 @@ def _eval_jobs() -> list[Job]:
         "alfworld_unseen": ("ALFWorld-Group-v0", "valid_unseen", {"ci": 2, "quick": 12, "full": 12},
                             ("alfworld",)),
         # every task of both test splits; the engine starts in ~10 s and each task is ~5 code steps
-        "appworld_normal": ("AppWorld-Group-v0", "test_normal", {"full": 33}, ()),
+        "appworld_normal": ("AppWorld-Group-v0", "test_normal", {"quick": 33, "full": 33}, ()),
         "appworld_challenge": ("AppWorld-Group-v0", "test_challenge", {"full": 60}, ()),
     }
     # seconds per episode on 2 cores (quick run: 1 s of CPU for 100-128 episodes of the first three, 12-14 s
-    # for 12 ALFWorld games, whose oracle plans come from the machine's plan cache after the first run)
+    # for 12 ALFWorld games, whose oracle plans come from the machine's plan cache after the first run; full
+    # run: 15-23 s for AppWorld's 33 and 60 test tasks, most of it the engine's start)
     per_episode = {"sokoban": 0.01, "webshop": 0.02, "searchqa": 0.03, "alfworld_seen": 1.0,
-                   "alfworld_unseen": 1.0, "appworld_normal": 2.0, "appworld_challenge": 2.0}
+                   "alfworld_unseen": 1.0, "appworld_normal": 0.5, "appworld_challenge": 0.5}
     skipped = {"alfworld": {"ci": "the CI setting evaluates ALFWorld's oracle on 2 valid_unseen games only",
                             "quick": "quick evaluates ALFWorld on valid_unseen; valid_seen runs in full"},
-               "appworld": dict.fromkeys(("ci", "quick"), "AppWorld's engine and code steps take minutes on "
-                                                          "2 cores; it runs in full")}
+               "appworld": {"ci": "AppWorld's engine starts in its own environment (~10 s per job); quick and "
+                                  "full evaluate it",
+                            "quick": "quick evaluates AppWorld on test_normal; test_challenge runs in full"}}
     jobs = []
     for key, (env_id, split, counts, needs) in envs.items():
         for policy in ("oracle", "random"):
@@ -170,7 +172,7 @@ def _eval_jobs() -> list[Job]:
         None, {m: ["sft", "--env", "Sokoban-Group-v0", "--model", "tiny", "--episodes", str(n), "--epsilon", "0.2",
                    "--epochs", "1", "--lr", "2e-3", "--batch-size", "16", "--no-progress-bar", *easy]
                for m, n in sft_episodes.items()},
-        {"ci": 20, "quick": 40, "full": 40}, module="agentgym_credit.cli", needs=("transformers",),
+        {"ci": 20, "quick": 40, "full": 60}, module="agentgym_credit.cli", needs=("transformers",),
     ))
     # (groups, group size, iterations): CI trains one short iteration, only to exercise the path
     train = {"ci": (1, 2, 1), "quick": (2, 4, 2), "full": (4, 8, 20)}
@@ -180,7 +182,7 @@ def _eval_jobs() -> list[Job]:
                    "--groups", str(g), "--group-size", str(n), "--iters", str(it), "--lr", "2e-4",
                    "--kl-coef", "0.01", "--max-new-tokens", "16", "--no-progress-bar", "--overwrite", *easy]
                for m, (g, n, it) in train.items()},
-        {"ci": 40, "quick": 30, "full": 300}, module="agentgym_credit.cli", needs=("transformers",),
+        {"ci": 40, "quick": 30, "full": 240}, module="agentgym_credit.cli", needs=("transformers",),
         after="sft_llm_sokoban",
     ))
     rooms = {"ci": 2, "quick": 32, "full": 256}
@@ -214,29 +216,29 @@ def build_jobs() -> list[Job]:
     jobs = [
         Job("sokoban_speed", "throughput", "Sokoban room generation and env steps", "sokoban_speed",
             {"ci": ["--rooms", "20", "--steps", "2000"], "quick": ["--rooms", "100", "--steps", "10000"],
-             "full": []}, {"ci": 10, "quick": 8, "full": 120}),
+             "full": []}, {"ci": 10, "quick": 8, "full": 20}),
         Job("webshop_speed", "throughput", "WebShop env and search throughput", "webshop_speed",
             {"ci": ["--episodes", "10", "--random-steps", "300", "--queries", "30"],
              "quick": ["--episodes", "60", "--random-steps", "1000", "--queries", "100"], "full": []},
-            {"ci": 10, "quick": 5, "full": 240}, needs=("bm25s",)),
+            {"ci": 10, "quick": 5, "full": 10}, needs=("bm25s",)),
         Job("search_speed", "throughput", "SearchQA retrieval and env throughput", "search_speed",
             {"ci": ["--retrievers", "bm25", "--batch", "32", "--single", "8", "--groups", "2", "--rounds", "1"],
              "quick": ["--retrievers", "bm25", "--batch", "128", "--single", "32", "--groups", "8", "--rounds", "1"],
-             "full": []}, {"ci": 15, "quick": 6, "full": 300}, needs=("bm25s",)),
+             "full": []}, {"ci": 15, "quick": 6, "full": 90}, needs=("bm25s",)),
         Job("alfworld_speed", "throughput", "ALFWorld env vs. upstream AlfredTWEnv (same games, same actions)",
             "alfworld_speed", {"quick": ["--games", "3", "--rounds", "2", "--random-actions", "1"], "full": []},
-            {"quick": 20, "full": 600}, needs=("alfworld",),
+            {"quick": 20, "full": 90}, needs=("alfworld",),
             skip={"ci": "ALFWorld speed takes minutes (upstream resets are slow); it runs in quick and full"}),
         Job("group_env_speed", "throughput", "Group vector env (in-process and workers) vs. one member",
             "group_env_speed", {"ci": ["--groups", "2", "--group-size", "2", "--workers", "1", "--rounds", "1",
                                        "--member-seconds", "0.3"],
                                 "quick": ["--groups", "8", "--group-size", "4", "--rounds", "1",
                                           "--member-seconds", "1"], "full": []},
-            {"ci": 10, "quick": 4, "full": 120}),
+            {"ci": 10, "quick": 4, "full": 10}),
         Job("credit_quality", "credit-quality", "Estimators' step credit vs. the Sokoban solver's ground truth",
             "credit_quality", {"ci": ["--groups", "4", "--group-size", "4", "--epsilons", "0.3"],
                                "quick": ["--groups", "16", "--group-size", "8", "--epsilons", "0.1", "0.3", "0.5"],
-                               "full": []}, {"ci": 15, "quick": 6, "full": 300}),
+                               "full": []}, {"ci": 15, "quick": 6, "full": 10}),
         # pick and look games only: the planner's search takes seconds per state for the other task types (all six
         # at 4 groups × 8 × 5 noise levels had not finished after 1,088 s of CPU and was stopped)
         Job("credit_quality_alfworld", "credit-quality", "Estimators' step credit vs. the ALFWorld planner",
@@ -245,27 +247,27 @@ def build_jobs() -> list[Job]:
                                          "look_at_obj_in_light"],
                                "full": ["--env", "alfworld", "--groups", "4", "--epsilons", "0.1", "0.3", "0.5",
                                         "--task-types", "pick_and_place_simple", "look_at_obj_in_light"]},
-            {"quick": 8, "full": 300}, needs=("alfworld",),
+            {"quick": 8, "full": 30}, needs=("alfworld",),
             skip={"ci": "the ALFWorld planner ground truth takes minutes; it runs in quick and full"}),
         Job("matching", "matching", "Exact / difflib / embedding matchers under injected observation noise",
-            "matching", {"quick": ["--quick"], "full": []}, {"quick": 300, "full": 900},
+            "matching", {"quick": ["--quick"], "full": []}, {"quick": 120, "full": 600},
             needs=("sentence_transformers",),
             skip={"ci": "the embedding matchers load a sentence encoder (minutes on 2 shared cores); "
                         "it runs in quick and full"}),
         Job("credit_overhead", "credit-overhead", "Estimator time per iteration vs. the papers' reported overhead",
             "credit_overhead", {"ci": ["--groups", "4", "--size", "4", "--steps", "10", "--repeats", "1"],
-                                "quick": ["--repeats", "2"], "full": []}, {"ci": 10, "quick": 4, "full": 240}),
+                                "quick": ["--repeats", "2"], "full": []}, {"ci": 10, "quick": 4, "full": 10}),
         Job("train_compare", "training", "MaskablePPO on Sokoban with each estimator: final success",
             "train_compare", {"quick": ["--seeds", "0", "--iters", "30", "--minutes-per-run", "0.15",
                                         "--eval-episodes", "50"],
                               "full": ["--minutes-per-run", "1.5"]},
-            {"quick": 60, "full": 1350}, needs=("sb3_contrib",),
+            {"quick": 60, "full": 1400}, needs=("sb3_contrib",),
             skip={"ci": "MaskablePPO training takes minutes; it runs in quick and full"}),
         Job("llm_compare", "training", "LLM training comparison (benchmarks/llm_compare.py)", "llm_compare",
-            {"full": ["--quick"]}, {"full": 700}, needs=("transformers",),
-            skip={m: "the LLM comparison (SFT start, then RL per estimator) takes over 10 minutes even at its "
-                     "--quick size on 2 cores; the full leaderboard runs --quick, and the whole comparison "
-                     "(seven estimators, three seeds) is `python benchmarks/llm_compare.py`" for m in ("ci", "quick")}),
+            {"quick": ["--quick"], "full": ["--quick"]}, {"quick": 120, "full": 150}, needs=("transformers",),
+            skip={"ci": "the LLM comparison's smoke test (SFT start, then two iterations of three estimators) takes "
+                        "about two minutes; quick and full run it, and the whole comparison (seven estimators, three "
+                        "seeds, about an hour) is `python benchmarks/llm_compare.py`"}),
     ]
     first = [j for j in jobs if j.section != "training"]
     return first + [j for j in evaluation if j not in training] + [j for j in jobs if j.section == "training"] + training
@@ -376,15 +378,23 @@ def run_job(job: Job, mode: str, run_root: Path, time_left: float, done: dict[st
         log = str(exc.stdout or "") + str(exc.stderr or "")
     elapsed, cpu = time.perf_counter() - start, _children_cpu_s() - cpu_start
     (job_dir / "log.txt").write_text(log)
-    outputs = {p.name: p.read_text() for p in sorted(job_dir.glob("*.md"))}
-    if not outputs and (job_dir / "metrics.csv").exists():  # agc train: its per-iteration metrics
-        outputs["metrics.csv"] = _csv_to_markdown(job_dir / "metrics.csv")
+    outputs = job_outputs(job_dir)
     images = [str(p) for p in sorted(job_dir.glob("*.png"))]
     return JobResult(status=status, reason=reason, command=_display(cmd), outputs=outputs, images=images,
                      log_tail=log[-2000:], cpu_s=cpu, **{**base, "elapsed_s": elapsed, "date": _now()})
 
 
 # ------------------------------------------------------------------------------------------ report
+def job_outputs(job_dir: Path) -> dict[str, str]:
+    """A finished job's tables: its Markdown files, else agc train's metrics or agc sft's summary as a table."""
+    outputs = {p.name: p.read_text() for p in sorted(job_dir.glob("*.md"))}
+    if not outputs and (job_dir / "metrics.csv").exists():  # agc train: its per-iteration metrics
+        outputs["metrics.csv"] = _csv_to_markdown(job_dir / "metrics.csv")
+    if not outputs and (job_dir / "sft_metrics.json").exists():  # agc sft: its data and losses
+        outputs["sft_metrics.json"] = _sft_to_markdown(job_dir / "sft_metrics.json")
+    return outputs
+
+
 def _csv_to_markdown(path: Path, columns: tuple[str, ...] = ("iter", "success_rate", "mean_return", "loss",
                                                               "kl", "rollout_s", "update_s")) -> str:
     import csv
@@ -396,6 +406,15 @@ def _csv_to_markdown(path: Path, columns: tuple[str, ...] = ("iter", "success_ra
     for row in rows[-10:]:
         lines.append("| " + " | ".join(_short(row[c]) for c in cols) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _sft_to_markdown(path: Path) -> str:
+    """``agc sft``'s summary as a one-row table: the oracle data, the loss before and after, the time."""
+    stats = json.loads(path.read_text())
+    cols = ("episodes_kept", "oracle_success", "examples", "response_tokens", "first_loss", "final_loss", "train_s")
+    cols = tuple(c for c in cols if c in stats)
+    return ("| " + " | ".join(cols) + " |\n|" + "---:|" * len(cols) + "\n| "
+            + " | ".join(_short(str(stats[c])) for c in cols) + " |\n")
 
 
 def _short(value: str) -> str:
@@ -456,16 +475,17 @@ def plot_evaluation(rows: list[dict[str, Any]], path: Path) -> Path | None:
     keys = list(dict.fromkeys((r["env"], r["split"]) for r in rows))
     x = np.arange(len(keys))
     width = 0.8 / len(policies)
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = plt.subplots(figsize=(max(9.0, 1.25 * len(keys)), 4.0))
     for k, p in enumerate(policies):
         vals = [next((r["headline"] for r in rows if (r["env"], r["split"], r["policy"]) == (*key, p)), np.nan)
                 for key in keys]
         ax.bar(x + (k - (len(policies) - 1) / 2) * width, vals, width, label=p)
-    ax.set_xticks(x, [f"{e.split('-')[0]}\n{s}" for e, s in keys], fontsize=8)
+    ax.set_xticks(x, [f"{e.split('-')[0]}\n" + s.replace(" ", "\n") for e, s in keys], fontsize=8)
     ax.set_ylabel("success / exact match (%)")
-    ax.set_ylim(0, 105)
+    ax.set_ylim(0, 122)  # room above the bars for the legend
+    ax.set_yticks(range(0, 101, 20))
     ax.set_title("Evaluation on each environment's evaluation split")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper center", ncol=len(policies))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -772,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         for r in results:  # tables and plots are read again from the job folders
             job_dir = args.out_dir / "leaderboard_runs" / r.name
             if r.status == "ok" and job_dir.exists():
-                r.outputs = {p.name: p.read_text() for p in sorted(job_dir.glob("*.md"))} or r.outputs
+                r.outputs = job_outputs(job_dir) or r.outputs
         header = {k: v for k, v in old["header"].items() if k != "counts"}
         write_report(header, results, args.out_dir)
         return 0
