@@ -100,9 +100,9 @@ class TrainConfig:
         iters: training iterations (rollout + update).
         lr: AdamW learning rate of the policy.
         clip_eps: PPO clip range epsilon.
-        kl_coef: weight of the k3 KL penalty to the initial policy (0 disables the reference model); 0.01 is
-            verl-agent's ``kl_loss_coef``, below which uneven episode lengths let the format collapse (see
-            ``benchmarks/results/llm_compare_sokoban_kl0.md``).
+        kl_coef: weight of the k3 KL penalty to the initial policy (0 disables the reference model).
+            The default 0.01 is verl-agent's ``kl_loss_coef``; without it uneven episode lengths let the
+            format collapse (``benchmarks/results/llm_compare_sokoban_kl0.md``).
         ratio_level: importance ratio: "token" (PPO) or "step" (StepPO geometric mean).
         ppo_epochs: passes over the rollout's steps per iteration.
         micro_batch_size: steps per forward/backward pass.
