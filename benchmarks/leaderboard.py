@@ -202,9 +202,6 @@ def _eval_jobs() -> list[Job]:
     return jobs
 
 
-TRAINED_POLICY_JOBS = ("sft_llm_sokoban", "train_llm_sokoban", "eval_sokoban_easy_oracle", "eval_sokoban_easy_random",
-                       "eval_sokoban_sft", "eval_sokoban_trained")
-"""The LLM policy trained here (SFT start, GiGPO from it) and its evaluation next to the oracle and random policies."""
 POLICY_LABELS = {"eval_sokoban_sft": "SFT tiny LLM (start)", "eval_sokoban_trained": "SFT + GiGPO tiny LLM"}
 """Summary-table column of the evaluations of the policies trained here (others: the policy's own name)."""
 
@@ -212,7 +209,7 @@ POLICY_LABELS = {"eval_sokoban_sft": "SFT tiny LLM (start)", "eval_sokoban_train
 def build_jobs() -> list[Job]:
     """Every job of the leaderboard, in run order: measurements first, then evaluation, then training."""
     evaluation = _eval_jobs()
-    training = [j for j in evaluation if j.name in TRAINED_POLICY_JOBS]
+    training = [j for j in evaluation if j.section == "training" or j.after]  # the policy trained here, last
     jobs = [
         Job("sokoban_speed", "throughput", "Sokoban room generation and env steps", "sokoban_speed",
             {"ci": ["--rooms", "20", "--steps", "2000"], "quick": ["--rooms", "100", "--steps", "10000"],
@@ -712,25 +709,29 @@ def merge(out_dir: Path, only: list[str], command: str, budget_s: float | None =
     The other jobs' results are kept as they were (each carries its own command, date and machine); the
     report's header lists the re-run under ``reruns`` with its command and time.
     """
-    old = json.loads((out_dir / "leaderboard.json").read_text())
-    mode = old["header"]["mode"]
-    known = {j.name for j in build_jobs()}
-    unknown = sorted(set(only) - known)
+    header, previous = load_report(out_dir)
+    mode = header["mode"]
+    every = build_jobs()
+    unknown = sorted(set(only) - {j.name for j in every})
     if unknown:
         raise SystemExit(f"no such job: {', '.join(unknown)} (see --list)")
-    previous = [JobResult(**job) for job in old["jobs"]]
-    jobs = [j for j in build_jobs() if j.name in only]
+    jobs = [j for j in every if j.name in only]
     budget = BUDGET_S[mode] if budget_s is None else float(budget_s)
     print(f"leaderboard, {mode} mode: re-running {len(jobs)} job(s) into {out_dir / 'leaderboard.json'}", flush=True)
     started, t0 = _now(), time.perf_counter()
+    done = {r.name: r for r in previous}
     fresh = {r.name: r for r in run_jobs(jobs, _runnable(jobs, mode), mode, out_dir / "leaderboard_runs", budget,
-                                         {r.name: r for r in previous})}
-    results = [fresh.get(r.name, r) for r in previous] + [r for n, r in fresh.items()
-                                                           if n not in {p.name for p in previous}]
-    header = {k: v for k, v in old["header"].items() if k != "counts"}
+                                         dict(done))}
+    results = [fresh.get(r.name, r) for r in previous] + [r for n, r in fresh.items() if n not in done]
     header["reruns"] = [*header.get("reruns", []), {"command": command, "jobs": list(fresh), "started": started,
                                                     "finished": _now(), "elapsed_s": time.perf_counter() - t0}]
     return write_report(header, results, out_dir)
+
+
+def load_report(out_dir: Path) -> tuple[dict[str, Any], list[JobResult]]:
+    """The header (without its job counts, which are recomputed) and job results of ``<out_dir>/leaderboard.json``."""
+    old = json.loads((out_dir / "leaderboard.json").read_text())
+    return {k: v for k, v in old["header"].items() if k != "counts"}, [JobResult(**job) for job in old["jobs"]]
 
 
 def _reruns_text(head: dict[str, Any]) -> str:
@@ -787,13 +788,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     mode = args.mode or ("quick" if args.quick else "full")
     if args.rerender:
-        old = json.loads((args.out_dir / "leaderboard.json").read_text())
-        results = [JobResult(**job) for job in old["jobs"]]
+        header, results = load_report(args.out_dir)
         for r in results:  # tables and plots are read again from the job folders
             job_dir = args.out_dir / "leaderboard_runs" / r.name
             if r.status == "ok" and job_dir.exists():
                 r.outputs = job_outputs(job_dir) or r.outputs
-        header = {k: v for k, v in old["header"].items() if k != "counts"}
         write_report(header, results, args.out_dir)
         return 0
     if args.list:
