@@ -18,36 +18,90 @@ Clipped objective (eq. 7), maximized:
 
 .. math:: J = \\mathbb{E}\\big[\\min(w \\hat A,\\ \\operatorname{clip}(w, 1-\\epsilon, 1+\\epsilon)\\hat A)\\big]
 
-averaged over tokens (``"token"``: the mean over all response tokens of the batch) or over steps
-(``"step"``: each step counts once). The KL penalty is the low-variance k3 estimator of
-:math:`KL(\\pi_\\theta \\| \\pi_{ref})` per token, :math:`k_3 = e^{r} - r - 1` with
-:math:`r = \\log\\pi_{ref} - \\log\\pi_\\theta`, averaged over response tokens. The loss minimized is
-:math:`-J + \\beta_{KL}\\,\\overline{k_3}`.
+The expectation is taken by one of three aggregations (:data:`AGGREGATIONS`; verl's ``loss_agg_mode``
+names the first two ``token-mean`` and ``seq-mean-token-mean``):
+
+* ``"token-mean"`` — the mean over all response tokens of the batch (verl-agent's default; each token
+  counts once, so a step with more tokens and a trajectory with more steps weigh more);
+* ``"step-mean"`` — each step's token mean, averaged over steps (StepPO eq. 7: each step counts once);
+* ``"trajectory-mean"`` — each step's token mean weighted by :math:`w_s = 1 / (|\\mathcal T|\\,T_{\\tau(s)})`,
+  :math:`T_\\tau` the number of steps of the step's trajectory and :math:`|\\mathcal T|` the number of
+  trajectories (:func:`trajectory_weights`): each trajectory counts once, whatever its length. With a
+  group-normalized episode advantage (:math:`\\sum_\\tau A(\\tau) = 0` in each group) the weighted advantages of
+  a group's steps then sum to zero too; under the other two a lost episode's extra steps outweigh the won
+  ones (the group's step advantages sum below zero), which pushes down what every response shares.
+
+The KL penalty is the low-variance k3 estimator of :math:`KL(\\pi_\\theta \\| \\pi_{ref})` per token,
+:math:`k_3 = e^{r} - r - 1` with :math:`r = \\log\\pi_{ref} - \\log\\pi_\\theta`, aggregated like the objective.
+The loss minimized is :math:`-J + \\beta_{KL}\\,\\overline{k_3}`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = [
+    "AGGREGATIONS",
     "LEVELS",
     "PolicyLoss",
+    "aggregate",
     "broadcast_to_tokens",
     "importance_ratio",
     "kl_k3",
     "masked_mean",
     "policy_loss",
+    "trajectory_weights",
 ]
 
 LEVELS = ("token", "step")
+AGGREGATIONS = ("token-mean", "step-mean", "trajectory-mean")
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``x`` over the True entries of ``mask`` (0 when there are none)."""
     m = mask.to(x.dtype)
     return (x * m).sum() / m.sum().clamp(min=1.0)
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, how: str, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """``[S, L]`` per-token values reduced to a scalar by one of :data:`AGGREGATIONS`.
+
+    ``"trajectory-mean"`` is the ``weights``-weighted sum of the steps' token means (``weights`` from
+    :func:`trajectory_weights`, summing to one over the steps they were computed for).
+    """
+    if how == "token-mean":
+        return masked_mean(x, mask)
+    m = mask.to(x.dtype)
+    per_step = (x * m).sum(-1) / m.sum(-1).clamp(min=1.0)
+    if how == "step-mean":
+        return per_step.mean() if per_step.numel() else per_step.sum()
+    if how == "trajectory-mean":
+        if weights is None or weights.shape != per_step.shape:
+            raise ValueError(f"trajectory-mean needs one weight per step ({per_step.shape[0]}), got "
+                             f"{None if weights is None else tuple(weights.shape)}")
+        return (per_step * weights.to(per_step.dtype)).sum()
+    raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
+
+
+def trajectory_weights(traj: np.ndarray | Sequence[int]) -> np.ndarray:
+    """Per step, :math:`w_s = 1 / (|\\mathcal T|\\,T_{\\tau(s)})` over the given steps' trajectories.
+
+    Args:
+        traj: the trajectory id of each step (any order; a trajectory's count is its steps in ``traj``).
+
+    Returns:
+        float64 weights summing to one, equal within a trajectory; each trajectory's steps sum to
+        :math:`1 / |\\mathcal T|`.
+    """
+    traj = np.asarray(traj)
+    if traj.size == 0:
+        return np.zeros(0, dtype=np.float64)
+    _, inverse, counts = np.unique(traj, return_inverse=True, return_counts=True)
+    return 1.0 / (len(counts) * counts[inverse].astype(np.float64))
 
 
 def broadcast_to_tokens(step_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -119,6 +173,8 @@ def policy_loss(
     level: str = "token",
     ref_logp: torch.Tensor | None = None,
     kl_coef: float = 0.0,
+    aggregation: str | None = None,
+    weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """PPO-clip policy loss with optional k3 KL penalty (see the module docstring).
 
@@ -131,23 +187,27 @@ def policy_loss(
         level: ``"token"`` or ``"step"`` importance ratio.
         ref_logp: ``[S, L]`` reference log-probs, or None for no KL term.
         kl_coef: β_KL.
+        aggregation: one of :data:`AGGREGATIONS`; None takes the ratio level's own (``"token-mean"`` for
+            ``"token"``, ``"step-mean"`` for ``"step"`` as in StepPO eq. 7).
+        weights: ``[S]`` step weights of ``"trajectory-mean"`` (:func:`trajectory_weights`).
     """
     mask = mask.bool()
+    how = aggregation or ("token-mean" if level == "token" else "step-mean")
+    if how not in AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {AGGREGATIONS}, got {how!r}")
     ratio = importance_ratio(logp, old_logp.detach(), mask, level)
     adv = advantages.detach().to(logp.dtype)
     unclipped = ratio * adv
     clipped = ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps) * adv
     objective = torch.minimum(unclipped, clipped)
     is_clipped = (clipped < unclipped).to(logp.dtype)
+    pg = -aggregate(objective, mask, how, weights)
     if level == "token":
-        pg = -masked_mean(objective, mask)
         clip_frac = masked_mean(is_clipped, mask)
     else:
-        per_step = (objective * mask).sum(-1) / mask.sum(-1).clamp(min=1)
-        pg = -per_step.mean()
         clip_frac = is_clipped.max(-1).values.mean() if is_clipped.numel() else is_clipped.sum()
     if ref_logp is not None and kl_coef:
-        kl = masked_mean(kl_k3(logp, ref_logp.detach()), mask)
+        kl = aggregate(kl_k3(logp, ref_logp.detach()), mask, how, weights)
     else:
         kl = torch.zeros((), dtype=logp.dtype, device=logp.device)
     log_w = torch.log(ratio.clamp(min=1e-12))

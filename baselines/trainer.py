@@ -9,6 +9,8 @@ One iteration (the loop of :func:`train`):
 3. **update** — ``ppo_epochs`` passes over the steps in micro-batches, the step advantage broadcast to the
    step's response tokens unchanged, PPO-clip with token- or step-level (geometric-mean) ratios and a k3
    KL penalty to the frozen initial policy (:func:`~agentgym_credit.baselines.losses.policy_loss`),
+   averaged per token, per step or per trajectory (``loss_agg``; the trajectory weights are computed over
+   the rows of each optimizer step),
    gradients accumulated over ``grad_accum`` micro-batches per optimizer step; the critic and the
    progress estimator are refitted. Step records that are identical token sequences (group members
    start alike and often answer alike) are forwarded once, in the reference pass and in each
@@ -56,7 +58,7 @@ from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers.prompting import TEMPLATES
 
 from .critic import StepCritic
-from .losses import LEVELS, broadcast_to_tokens, policy_loss
+from .losses import AGGREGATIONS, LEVELS, broadcast_to_tokens, policy_loss, trajectory_weights
 from .policy import (
     PRECISIONS,
     StepForward,
@@ -104,6 +106,9 @@ class TrainConfig:
             The default 0.01 is verl-agent's ``kl_loss_coef``; without it uneven episode lengths let the
             format collapse (``benchmarks/results/llm_compare_sokoban_kl0.md``).
         ratio_level: importance ratio: "token" (PPO) or "step" (StepPO geometric mean).
+        loss_agg: how the loss averages over the rollout: "token-mean" (each token once, verl-agent's),
+            "step-mean" (each step once), "trajectory-mean" (each trajectory once: no length bias), or
+            "auto" (the ratio level's own: token-mean for "token", step-mean for "step").
         ppo_epochs: passes over the rollout's steps per iteration.
         micro_batch_size: steps per forward/backward pass.
         grad_accum: micro-batches whose gradients are accumulated into one optimizer step.
@@ -144,6 +149,7 @@ class TrainConfig:
     clip_eps: float = 0.2
     kl_coef: float = 0.01
     ratio_level: str = "token"
+    loss_agg: str = "auto"
     ppo_epochs: int = 1
     micro_batch_size: int = 8
     grad_accum: int = 4
@@ -188,6 +194,8 @@ class TrainConfig:
         resolve_precision(self.precision)
         if self.ratio_level not in LEVELS:
             raise ValueError(f"ratio_level must be one of {LEVELS}, got {self.ratio_level!r}")
+        if self.loss_agg not in ("auto", *AGGREGATIONS):
+            raise ValueError(f"loss_agg must be one of {('auto', *AGGREGATIONS)}, got {self.loss_agg!r}")
         if self.backend not in ("hf", "vllm"):
             raise ValueError(f"backend must be 'hf' or 'vllm', got {self.backend!r}")
         if self.progress_estimator not in ("embedding", "lm"):
@@ -444,6 +452,8 @@ class Trainer:
         count, steps = 0, 0
         total = cfg.ppo_epochs * -(-len(rollout) // cfg.micro_batch_size)
         same = duplicate_rows(rollout)
+        how = None if cfg.loss_agg == "auto" else cfg.loss_agg
+        trajectories = np.asarray(rollout.batch.traj)
         for _ in range(cfg.ppo_epochs):
             if cfg.shuffle:  # rows of similar length share a micro-batch (less padding); batches in random order
                 micro = length_batches(_row_lengths(rollout), cfg.micro_batch_size, self.rng, same)
@@ -451,8 +461,15 @@ class Trainer:
                 order = np.arange(len(rollout))
                 micro = [order[lo: lo + cfg.micro_batch_size] for lo in range(0, len(order), cfg.micro_batch_size)]
             self.optimizer.zero_grad(set_to_none=True)
+            weights = None
             for k, rows in enumerate(micro):
                 self._progress("update", count, total)
+                group_start = k - k % cfg.grad_accum
+                in_group = min(cfg.grad_accum, len(micro) - group_start)
+                if how == "trajectory-mean" and k == group_start:  # weights over the optimizer step's rows
+                    step_rows = np.concatenate(micro[group_start: group_start + in_group])
+                    weights = np.zeros(len(rollout))
+                    weights[step_rows] = trajectory_weights(trajectories[step_rows])
                 # identical sequences in the micro-batch share one forward; each row keeps its own loss term.
                 # np.unique sorts, so the forward's rows are put back in the micro-batch's order (always: the
                 # micro-batch is in random order even when every row is distinct).
@@ -467,13 +484,16 @@ class Trainer:
                 old = right_align([rollout.old_logprobs[r] for r in rows], width).to(self.device)
                 token_adv = broadcast_to_tokens(adv[torch.as_tensor(rows)].to(self.device), fwd.mask)
                 ref_logp = None if ref is None else right_align([ref[r] for r in rows], width).to(self.device)
+                row_weights = None if weights is None else torch.as_tensor(weights[rows], dtype=torch.float32,
+                                                                           device=self.device)
                 out = policy_loss(fwd.logprobs, old, token_adv, fwd.mask, clip_eps=cfg.clip_eps,
-                                  level=cfg.ratio_level, ref_logp=ref_logp, kl_coef=cfg.kl_coef)
-                group_start = k - k % cfg.grad_accum
-                in_group = min(cfg.grad_accum, len(micro) - group_start)
-                (out.loss / in_group).backward()
-                for key, value in out.scalars().items():
-                    sums[key] = sums.get(key, 0.0) + value
+                                  level=cfg.ratio_level, ref_logp=ref_logp, kl_coef=cfg.kl_coef,
+                                  aggregation=how, weights=row_weights)
+                # the weights already sum to one over the optimizer step; the means are per micro-batch
+                (out.loss if weights is not None else out.loss / in_group).backward()
+                for key, value in out.scalars().items():  # a weighted loss is the micro-batch's share of the step's
+                    share = weights is not None and key in ("loss", "pg_loss", "kl")
+                    sums[key] = sums.get(key, 0.0) + (value * in_group if share else value)
                 count += 1
                 if k - group_start == in_group - 1:
                     if cfg.max_grad_norm:
@@ -700,6 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(type=type(default), default=default)
         if f.name == "ratio_level":
             kwargs["choices"] = LEVELS
+        if f.name == "loss_agg":
+            kwargs["choices"] = ("auto", *AGGREGATIONS)
         if f.name == "backend":
             kwargs["choices"] = ("hf", "vllm")
         if f.name == "precision":

@@ -1,19 +1,24 @@
-"""Importance ratios, clipping and the KL term against hand-computed values."""
+"""Importance ratios, clipping, the KL term and the loss aggregations against hand-computed values."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from agentgym_credit.baselines.losses import (
+    aggregate,
     broadcast_to_tokens,
     importance_ratio,
     kl_k3,
     masked_mean,
     policy_loss,
+    trajectory_weights,
 )
+from agentgym_credit.credit import compute_advantages
+from agentgym_credit.records import StepBatch
 
 # two steps: step 0 has 3 tokens, step 1 has 1 token (right-aligned)
 MASK = torch.tensor([[True, True, True], [False, False, True]])
@@ -89,3 +94,57 @@ def test_broadcast_keeps_advantages_unchanged_on_every_response_token():
         broadcast_to_tokens(torch.ones(3), MASK)
     with pytest.raises(ValueError):
         importance_ratio(NEW, OLD, MASK, "sequence")
+
+
+def test_trajectory_weights_count_each_trajectory_once():
+    traj = np.array([7, 7, 7, 7, 3, 9, 9])
+    w = trajectory_weights(traj)
+    assert w.sum() == pytest.approx(1.0)
+    for t in np.unique(traj):
+        assert w[traj == t].sum() == pytest.approx(1 / 3)  # three trajectories, whatever their lengths
+    np.testing.assert_allclose(w[:4], 1 / 12)
+    assert trajectory_weights([]).shape == (0,)
+
+
+def test_aggregations_by_hand():
+    x = torch.tensor([[1.0, 2.0, 3.0], [9.0, 9.0, 4.0]])  # the masked-out 9s never count
+    assert aggregate(x, MASK, "token-mean").item() == pytest.approx((1 + 2 + 3 + 4) / 4)
+    assert aggregate(x, MASK, "step-mean").item() == pytest.approx((2.0 + 4.0) / 2)
+    w = torch.tensor([0.25, 0.75])
+    assert aggregate(x, MASK, "trajectory-mean", w).item() == pytest.approx(0.25 * 2.0 + 0.75 * 4.0)
+    with pytest.raises(ValueError, match="one weight per step"):
+        aggregate(x, MASK, "trajectory-mean")
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        aggregate(x, MASK, "sum")
+    with pytest.raises(ValueError, match="aggregation must be one of"):
+        policy_loss(NEW, OLD, torch.zeros_like(NEW), MASK, aggregation="sequence-mean")
+
+
+def test_policy_loss_aggregates_objective_and_kl_alike():
+    adv = broadcast_to_tokens(torch.tensor([2.0, -1.0]), MASK)
+    w = torch.tensor([0.2, 0.8])
+    out = policy_loss(NEW, NEW.detach(), adv, MASK, ref_logp=OLD, kl_coef=0.5, aggregation="trajectory-mean",
+                      weights=w)
+    assert out.pg_loss.item() == pytest.approx(-(0.2 * 2.0 + 0.8 * -1.0))  # ratio 1: -Σ w_s A_s
+    k3 = kl_k3(NEW, OLD)
+    kl = 0.2 * k3[0].mean() + 0.8 * k3[1, 2]
+    assert out.kl.item() == pytest.approx(kl.item())
+    assert out.loss.item() == pytest.approx(out.pg_loss.item() + 0.5 * kl.item())
+    # the default keeps the ratio level's own aggregation
+    step = policy_loss(NEW, NEW.detach(), adv, MASK, level="step")
+    assert step.pg_loss.item() == pytest.approx(-(2.0 - 1.0) / 2)
+    token_as_step = policy_loss(NEW, NEW.detach(), adv, MASK, level="token", aggregation="step-mean")
+    assert token_as_step.pg_loss.item() == pytest.approx(-(2.0 - 1.0) / 2)
+
+
+def test_only_trajectory_mean_balances_a_groups_episode_advantages():
+    """GRPO: a won 1-step episode and a lost 4-step one. Every row carries its episode's advantage, so per
+    step (or per token) the group's advantages sum below zero; per trajectory they cancel."""
+    won = [{"state": "s", "action": "a", "next_state": "win", "reward": 10.0}]
+    lost = [{"state": s, "action": "b", "next_state": s + "'", "reward": 0.0} for s in "suvx"]
+    batch = StepBatch.from_trajectories([{"group": 0, "steps": won, "success": True},
+                                         {"group": 0, "steps": lost, "success": False}])
+    adv = compute_advantages(batch, "grpo")
+    assert adv[0] > 0 > adv[1]
+    assert adv.mean() < -0.3  # step-mean: the lost episode's four steps win
+    assert float(trajectory_weights(batch.traj) @ adv) == pytest.approx(0.0, abs=1e-12)

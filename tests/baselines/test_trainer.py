@@ -268,3 +268,36 @@ def test_a_shuffled_micro_batch_gives_the_same_update_as_the_ordered_one(tiny_co
     assert any(float(v.abs().max()) > 0 for v in d_ordered.values())
     for k, v in d_ordered.items():
         torch.testing.assert_close(d_shuffled[k], v, rtol=1e-4, atol=1e-7)
+
+
+def test_trajectory_mean_counts_each_trajectory_once_whatever_the_micro_batches(tiny_config, tmp_path):
+    """loss_agg="trajectory-mean": the step weights are computed over each optimizer step's rows, so one
+    step over many micro-batches gives the update of one micro-batch of every row; at ratio 1 the GRPO
+    loss is -Σ w_s A_s = 0 (each group's episode advantages cancel), which per-token averaging misses."""
+    rollout, updates = None, []
+    for micro_batch_size, grad_accum in ((256, 1), (3, 100)):
+        trainer = Trainer(tiny_config(estimator="grpo", kl_coef=0.0, loss_agg="trajectory-mean", shuffle=True,
+                                      micro_batch_size=micro_batch_size, grad_accum=grad_accum, max_grad_norm=0.0,
+                                      group_size=4, env_kwargs={"max_steps": 4, "max_solution_steps": 1},
+                                      out_dir=str(tmp_path / f"run-{micro_batch_size}")))
+        if rollout is None:
+            _mix_in_valid_actions(trainer)
+            rollout = trainer.rollout(0)
+            batch = rollout.batch
+            adv = compute_advantages(batch, "grpo")
+            assert len(np.unique(batch.traj_length)) > 1 and np.abs(adv).sum() > 0  # uneven lengths, a signal
+        state = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
+        trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
+        stats = trainer.update(rollout, adv)
+        assert stats["optimizer_steps"] == 1.0
+        updates.append((stats, {k: v - state[k] for k, v in trainer.policy.model.state_dict().items()}))
+    (whole, d_whole), (split, d_split) = updates
+    weights = trainer_mod.trajectory_weights(batch.traj)
+    assert float(weights @ adv) == pytest.approx(0.0, abs=1e-9)
+    assert whole["pg_loss"] == pytest.approx(0.0, abs=1e-4)  # the sampler's and the trainer's log-probs agree to ~1e-6
+    assert float(adv.mean()) < -0.02  # a per-step average would push the lost episodes' extra steps down
+    assert any(float(v.abs().max()) > 0 for v in d_whole.values())
+    for k, v in d_whole.items():
+        torch.testing.assert_close(d_split[k], v, rtol=1e-3, atol=1e-6)
+    with pytest.raises(ValueError, match="loss_agg"):
+        tiny_config(loss_agg="sum").validate()
