@@ -161,7 +161,8 @@ def _eval_jobs() -> list[Job]:
                 skip={m: skipped[key.split("_")[0]][m] for m in MODES if m not in counts},
             ))
     # The trained LLM policy, in benchmarks/llm_compare.py's Sokoban setting (rooms one or two moves from solved,
-    # four steps; on the default 15-step rooms 20 GiGPO iterations took the same start from 21 % to 12 %): the
+    # four steps; on the default 15-step rooms 20 GiGPO iterations took the same start from 21 % to 12 %, and in a
+    # re-run to 22 %: results/loss_agg_sokoban.md): the
     # tiny model's SFT warm start (one epoch on 400 ε = 0.2 solver episodes), then agc train with GiGPO and KL
     # 0.01 to the start (verl-agent's kl_loss_coef). Both, and the oracle and random policies for scale, are
     # evaluated on the same rooms, sampled at T = 0.4 with fixed seeds (verl-agent's validation).
