@@ -33,7 +33,6 @@ import base64
 import html
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -44,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from agentgym_credit.machine import machine_summary
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "benchmarks"
@@ -271,21 +272,6 @@ def build_jobs() -> list[Job]:
     return first + [j for j in evaluation if j not in training] + [j for j in jobs if j.section == "training"] + training
 
 
-def machine_description() -> str:
-    """CPU model, core count, OS, Python and the load average when the run started (contention)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
-    return (f"{cpu}, {os.cpu_count()} cores{load}, {platform.system()} {platform.release()}, "
-            f"Python {platform.python_version()}")
-
-
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -343,7 +329,7 @@ def run_job(job: Job, mode: str, run_root: Path, time_left: float, done: dict[st
     """Run one job (or record why it does not run)."""
     job_dir = run_root / job.name
     base = dict(name=job.name, section=job.section, title=job.title, elapsed_s=0.0, date=_now(),
-                machine=machine_description())
+                machine=machine_summary(load=True))
     if mode not in job.args:
         return JobResult(status="not run", reason=job.skip.get(mode, f"not part of the {mode} setting"),
                          command="", **base)
@@ -676,7 +662,7 @@ def run(mode: str, out_dir: Path, only: list[str] | None = None, command: str = 
     results = run_jobs(jobs, runnable, mode, out_dir / "leaderboard_runs", budget, {})
     header = {"command": command or f"python benchmarks/leaderboard.py --mode {mode}", "mode": mode,
               "budget_s": budget, "started": started, "finished": _now(), "elapsed_s": time.perf_counter() - t0,
-              "machine": machine_description()}
+              "machine": machine_summary(load=True)}
     return write_report(header, results, out_dir)
 
 

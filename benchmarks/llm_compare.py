@@ -50,6 +50,7 @@ from agentgym_credit.baselines.losses import AGGREGATIONS
 from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
+from agentgym_credit.machine import cpu_model
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -247,7 +248,8 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
     evaluation = ("greedy" if settings["eval_temperature"] == 0 else
                   f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
     text = [f"# LLM policy: credit estimators from an SFT start", "",
-            f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores "
+            f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores of "
+            f"{settings.get('cpu', 'an unnamed CPU')} "
             f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
             f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
     for env_id, rec in starts.items():
@@ -384,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     train_rows = [r for out in results for r in out["train"]]
     flags = " ".join(given)
     settings = {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
-                "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}}
+                "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}, "cpu": cpu_model()}
     write_results(args.stem, rows, train_rows, starts, settings, time.perf_counter() - began, load, flags)
     return 0
 

@@ -22,7 +22,6 @@ iterations cheaply::
 from __future__ import annotations
 
 import json
-import platform
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -42,6 +41,7 @@ from agentgym_credit.evaluation.protocols import (
     EvaluationUnavailable,
     get_protocol,
 )
+from agentgym_credit.machine import machine_summary
 
 __all__ = ["EvalResult", "Evaluator", "evaluate"]
 
@@ -268,13 +268,6 @@ class Evaluator:
                                      bool(last[m].get("won", False)), totals[m], steps[m], invalid[m],
                                      {**kept, **spec.meta}))
         return out
-
-
-def machine_summary() -> str:
-    """``<cpu count> CPU, <system> <machine>, Python <version>`` for reports."""
-    import os
-
-    return f"{os.cpu_count()} CPU, {platform.system()} {platform.machine()}, Python {platform.python_version()}"
 
 
 def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: int | None = None,

@@ -1,0 +1,25 @@
+"""The machine description every report carries."""
+
+from __future__ import annotations
+
+import os
+
+from agentgym_credit.machine import cpu_model, machine_summary
+
+
+def test_cpu_model_reads_the_first_model_name(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: X\nmodel name\t: Example CPU 9000 @ 3.0GHz\n\n"
+                    "processor\t: 1\nmodel name\t: Example CPU 9000 @ 3.0GHz\n")
+    assert cpu_model(info) == "Example CPU 9000 @ 3.0GHz"
+
+
+def test_cpu_model_without_cpuinfo_falls_back_to_platform(tmp_path):
+    assert cpu_model(tmp_path / "missing")  # platform.processor() or platform.machine(), never empty
+
+
+def test_machine_summary_names_cpu_cores_and_load_on_request():
+    text = machine_summary()
+    assert text.startswith(cpu_model()) and f"{os.cpu_count()} cores" in text and "Python" in text
+    assert "load average" not in text
+    assert "load average" in machine_summary(load=True)
