@@ -68,7 +68,7 @@ def make_group_env(
     *,
     template: str | None = None,
     history_length: int | None = None,
-    penalty: float = 0.1,
+    penalty: float | None = None,
     include_penalty: bool = True,
     **env_kwargs: Any,
 ) -> RecordStepBatch:
@@ -80,7 +80,8 @@ def make_group_env(
         group_size: N, members per group.
         template: prompt template (default: from the env id).
         history_length: steps shown in the prompt (None: the template's default, 2 or 4 for search).
-        penalty: invalid-format penalty reported by :class:`ParseActions`.
+        penalty: invalid-format penalty reported by :class:`ParseActions` (default: its format's, 0.01 for
+            search and 0.1 otherwise, as verl-agent's scripts set it).
         include_penalty: record ``reward − penalty`` (the verl-agent convention) instead of the env reward.
         **env_kwargs: forwarded to ``gym.make_vec`` (e.g. ``max_steps``, ``dim_room``).
     """

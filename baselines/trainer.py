@@ -123,7 +123,7 @@ class TrainConfig:
         backend: generation backend: "hf" (transformers generate) or "vllm" (GPU).
         env_kwargs: environment arguments (flag ``--env-kwarg KEY=VALUE``, e.g. max_steps=15).
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
-        invalid_penalty: penalty of malformed responses, subtracted from the step reward.
+        invalid_penalty: penalty of malformed responses, subtracted from the step reward (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
         critic_lr: learning rate of the step critic (step_gae, spa in gae mode).
         progress_estimator: progress estimator for spa: "embedding" (MLP on sentence embeddings) or "lm" (linear head on the policy's hidden state).
         shuffle: shuffle steps between micro-batches.
@@ -164,7 +164,7 @@ class TrainConfig:
     backend: str = "hf"
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     history_length: int | None = None
-    invalid_penalty: float = 0.1
+    invalid_penalty: float | None = None
     critic_lr: float = 1e-3
     progress_estimator: str = "embedding"
     shuffle: bool = True
@@ -716,6 +716,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(type=str, default=default)
         elif f.name == "history_length":
             kwargs.update(type=int, default=default)
+        elif f.name == "invalid_penalty":
+            kwargs.update(type=float, default=default)
         else:
             kwargs.update(type=type(default), default=default)
         if f.name == "ratio_level":

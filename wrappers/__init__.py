@@ -6,13 +6,20 @@
 * :class:`AttachCredit` — attaches per-step advantages when a group has finished.
 """
 
-from agentgym_credit.wrappers.action_parsing import ParseActions, ParsedAction, parse_action
+from agentgym_credit.wrappers.action_parsing import (
+    DEFAULT_PENALTIES,
+    ParseActions,
+    ParsedAction,
+    default_penalty,
+    parse_action,
+)
 from agentgym_credit.wrappers.credit import AttachCredit
 from agentgym_credit.wrappers.prompting import TEMPLATES, HistoryStep, PromptObservations, render_prompt
 from agentgym_credit.wrappers.recording import RecordStepBatch, TrajectoryRecorder, member_info
 
 __all__ = [
     "AttachCredit",
+    "DEFAULT_PENALTIES",
     "HistoryStep",
     "ParseActions",
     "ParsedAction",
@@ -20,6 +27,7 @@ __all__ = [
     "RecordStepBatch",
     "TEMPLATES",
     "TrajectoryRecorder",
+    "default_penalty",
     "member_info",
     "parse_action",
     "render_prompt",

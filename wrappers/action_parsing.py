@@ -19,8 +19,10 @@ A malformed response is still sent to the environment (the extracted text, or th
 but the step is marked invalid. So is a well-formed response whose action the environment reports it could
 not read at all (``info["move"] is None``: Sokoban's text naming no direction, which verl-agent's projection
 penalises; ``still`` is read and not penalised). An invalid step gets ``info["format_valid"] = False``, ``info["action_valid"] = False`` and
-``info["invalid_penalty"] = penalty`` (0.1 by default; 0.01 is the search papers' value). The penalty is
-reported, never subtracted from the env reward here (see :class:`~agentgym_credit.wrappers.RecordStepBatch`).
+``info["invalid_penalty"] = penalty``. The default penalty is the format's :data:`DEFAULT_PENALTIES` entry,
+verl-agent's ``invalid_action_penalty_coef``: 0.1 in its ALFWorld, WebShop and Sokoban scripts, 0.01 in its
+search scripts (``examples/*/run_search.sh``). The penalty is reported, never subtracted from the env reward
+here (see :class:`~agentgym_credit.wrappers.RecordStepBatch`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-__all__ = ["ParseActions", "ParsedAction", "parse_action"]
+__all__ = ["DEFAULT_PENALTIES", "ParseActions", "ParsedAction", "default_penalty", "parse_action"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 _TAGS = {
@@ -44,8 +46,17 @@ _TAGS = {
     "code": re.compile(r"<code>(.*?)</code>", re.S),
 }
 FORMATS = ("action", "search", "code")
+DEFAULT_PENALTIES = {"action": 0.1, "search": 0.01, "code": 0.1}
+"""Invalid-action penalty of each format when none is given (verl-agent's ``invalid_action_penalty_coef``)."""
 INVALID_TAIL = 30
 """Characters kept of a response without an ``<action>`` block (its lower-cased tail, as verl-agent keeps)."""
+
+
+def default_penalty(fmt: str) -> float:
+    """The invalid-action penalty of a response format (:data:`DEFAULT_PENALTIES`)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+    return DEFAULT_PENALTIES[fmt]
 
 
 @dataclass(frozen=True)
@@ -94,13 +105,16 @@ class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):
     Args:
         env: a group vector env.
         fmt: ``"action"``, ``"search"`` or ``"code"``.
-        penalty: the invalid-action penalty reported in ``info["invalid_penalty"]``.
+        penalty: the invalid-action penalty reported in ``info["invalid_penalty"]`` (default: the format's,
+            :func:`default_penalty`: 0.01 for ``"search"``, else 0.1).
         protocol: for ``"search"``: ``"search-r1"`` (default) or ``"verl-agent"`` (see the module docstring).
     """
 
-    def __init__(self, env: VectorEnv, fmt: str = "action", penalty: float = 0.1,
+    def __init__(self, env: VectorEnv, fmt: str = "action", penalty: float | None = None,
                  protocol: str = "search-r1") -> None:
-        if fmt not in FORMATS:
+        if penalty is None:
+            penalty = default_penalty(fmt)  # also rejects an unknown format
+        elif fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
         if protocol not in ("search-r1", "verl-agent"):
             raise ValueError(f"protocol must be 'search-r1' or 'verl-agent', got {protocol!r}")

@@ -67,3 +67,28 @@ def test_code_format_and_unknown_format():
     assert not parse_action("print(1)", "code").valid
     with pytest.raises(ValueError, match="format"):
         parse_action("x", "json")
+
+
+def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_one():
+    from agentgym_credit.baselines.rollout import make_group_env
+    from agentgym_credit.wrappers import DEFAULT_PENALTIES, ParseActions, default_penalty
+
+    assert DEFAULT_PENALTIES == {"action": 0.1, "search": 0.01, "code": 0.1}
+    with pytest.raises(ValueError, match="format"):
+        default_penalty("json")
+    search = make_group_env("SearchQA-Group-v0", 1, 2, max_steps=1, topk=1)
+    search.reset(seed=0)
+    infos = search.step(["no command at all", "<answer>x</answer>"])[4]
+    assert list(infos["invalid_penalty"]) == [0.01, 0.0]
+    search.step(["<answer>x</answer>", "<answer>x</answer>"])  # member 0 finishes too
+    batch = search.batch()  # the trainer's recorded reward: env reward − penalty
+    assert batch.reward[~batch.valid].tolist() == [pytest.approx(-0.01)]
+    search.close()
+    explicit = make_group_env("SearchQA-Group-v0", 1, 1, penalty=0.1, max_steps=1, topk=1)
+    explicit.reset(seed=0)
+    assert list(explicit.step(["no command"])[4]["invalid_penalty"]) == [0.1]
+    explicit.close()
+    sokoban = ParseActions(__import__("gymnasium").make_vec("Sokoban-Group-v0", num_envs=1, group_size=1,
+                                                            vectorization_mode="vector_entry_point"))
+    assert sokoban.penalty == 0.1
+    sokoban.close()
