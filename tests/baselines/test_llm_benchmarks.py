@@ -41,6 +41,7 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
                        "--cache-dir", str(cache_dir), "--stem", "c"]) == 0
     rows = (tmp_path / "c_curves.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2  # header + (start, final) per estimator
+    assert rows[0].split(",")[-3:] == ["eval_success", "eval_valid", "eval_steps"]  # steps: does it still search?
     train = (tmp_path / "c_train.csv").read_text().splitlines()
     assert len(train) == 1 + 2 * 2  # header + one row per estimator and iteration
     report = json.loads((tmp_path / "c.json").read_text())
