@@ -46,7 +46,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import numpy as np
 import torch
@@ -703,7 +703,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agc train", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     helps = _field_help()
-    defaults = TrainConfig()
+    defaults, hints = TrainConfig(), get_type_hints(TrainConfig)
     for f in fields(TrainConfig):
         flag = _FLAG_ALIASES.get(f.name, "--" + f.name.replace("_", "-"))
         default = getattr(defaults, f.name)
@@ -712,12 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(action="append", type=key_value, default=[], metavar="KEY=VALUE")
         elif isinstance(default, bool):
             kwargs.update(action=argparse.BooleanOptionalAction, default=default)
-        elif f.name in ("cache_dir", "resume"):
-            kwargs.update(type=str, default=default)
-        elif f.name == "history_length":
-            kwargs.update(type=int, default=default)
-        elif f.name == "invalid_penalty":
-            kwargs.update(type=float, default=default)
+        elif default is None:  # an optional field (``T | None``): the flag, when given, is a T
+            kwargs.update(type=next(t for t in get_args(hints[f.name]) if t is not type(None)), default=None)
         else:
             kwargs.update(type=type(default), default=default)
         if f.name == "ratio_level":
@@ -729,7 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
         if f.name == "precision":
             kwargs["choices"] = PRECISIONS
         if f.name == "template":
-            kwargs.update(type=str, choices=sorted(TEMPLATES))
+            kwargs["choices"] = sorted(TEMPLATES)
         parser.add_argument(flag, **kwargs)
     return parser
 

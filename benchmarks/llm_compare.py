@@ -50,8 +50,8 @@ from agentgym_credit.baselines.losses import AGGREGATIONS
 from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
-from agentgym_credit.machine import cpu_model
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
+from agentgym_credit.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "rloo", "gigpo", "salt", "graphgpo", "step_gae", "spa")
@@ -254,7 +254,7 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
                   f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
     text = [f"# LLM policy: credit estimators from an SFT start", "",
             f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores of "
-            f"{settings.get('cpu', 'an unnamed CPU')} "
+            f"{settings['cpu']} "
             f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
             f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
     for env_id, rec in starts.items():

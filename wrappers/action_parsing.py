@@ -112,10 +112,9 @@ class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):
 
     def __init__(self, env: VectorEnv, fmt: str = "action", penalty: float | None = None,
                  protocol: str = "search-r1") -> None:
-        if penalty is None:
-            penalty = default_penalty(fmt)  # also rejects an unknown format
-        elif fmt not in FORMATS:
+        if fmt not in FORMATS:
             raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        penalty = default_penalty(fmt) if penalty is None else penalty
         if protocol not in ("search-r1", "verl-agent"):
             raise ValueError(f"protocol must be 'search-r1' or 'verl-agent', got {protocol!r}")
         gym.utils.RecordConstructorArgs.__init__(self, fmt=fmt, penalty=penalty, protocol=protocol)

@@ -70,6 +70,8 @@ def test_code_format_and_unknown_format():
 
 
 def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_one():
+    import gymnasium as gym
+
     from agentgym_credit.baselines.rollout import make_group_env
     from agentgym_credit.wrappers import DEFAULT_PENALTIES, ParseActions, default_penalty
 
@@ -88,7 +90,7 @@ def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_o
     explicit.reset(seed=0)
     assert list(explicit.step(["no command"])[4]["invalid_penalty"]) == [0.1]
     explicit.close()
-    sokoban = ParseActions(__import__("gymnasium").make_vec("Sokoban-Group-v0", num_envs=1, group_size=1,
-                                                            vectorization_mode="vector_entry_point"))
+    sokoban = ParseActions(gym.make_vec("Sokoban-Group-v0", num_envs=1, group_size=1,
+                                        vectorization_mode="vector_entry_point"))
     assert sokoban.penalty == 0.1
     sokoban.close()
