@@ -74,7 +74,8 @@ ENV_SETTINGS: dict[str, dict[str, Any]] = {
     # 64 response tokens: at 32 a long <think> is cut before its <search> closes (invalid), while an immediate
     # <answer> is short and valid; in a seed whose groups never won, the group-normalised advantages then
     # carried only that difference and taught the policy to answer without searching (held-out 0.391 → 0.000
-    # for grpo, rloo, gigpo, salt and graphgpo; 0.375-0.484 for the same five at 64: results/llm_compare_searchqa.md).
+    # for grpo, rloo, gigpo, salt and graphgpo in seed 2: results/llm_compare_searchqa_32tok.md). At 64 that seed keeps
+    # searching (0.375-0.484), but grpo and salt collapse the same way in seed 1: results/llm_compare_searchqa.md.
     "SearchQA-Group-v0": {"max_steps": 1, "max_new_tokens": 64, "sft_epsilon": 0.0, "model": "smollm2",
                           "kl_coef": 0.0,
                           "precision": "auto", "lora": 8, "lr": 5e-4, "sft_lr": 5e-5, "sft_episodes": 8,
