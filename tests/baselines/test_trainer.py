@@ -301,3 +301,15 @@ def test_trajectory_mean_counts_each_trajectory_once_whatever_the_micro_batches(
         torch.testing.assert_close(d_split[k], v, rtol=1e-3, atol=1e-6)
     with pytest.raises(ValueError, match="loss_agg"):
         tiny_config(loss_agg="sum").validate()
+
+
+def test_parser_types_every_optional_field_from_its_annotation():
+    args = trainer_mod.build_parser().parse_args(
+        ["--history-length", "2", "--invalid-penalty", "0.05", "--cache-dir", "/tmp/c", "--template", "sokoban"])
+    assert args.history_length == 2 and isinstance(args.history_length, int)
+    assert args.invalid_penalty == 0.05 and isinstance(args.invalid_penalty, float)
+    assert args.cache_dir == "/tmp/c" and args.template == "sokoban"
+    defaults = trainer_mod.build_parser().parse_args([])
+    assert defaults.history_length is None and defaults.invalid_penalty is None and defaults.resume is None
+    with pytest.raises(SystemExit):
+        trainer_mod.build_parser().parse_args(["--history-length", "two"])
