@@ -403,11 +403,17 @@ def collect_rollout(env: RecordStepBatch, generator: Generator, seed: int | None
 
 def evaluate(policy: Policy, env_id: str, episodes: int, *, seed: int = 10**9, max_new_tokens: int = 48,
              temperature: float = 0.0, template: str | None = None, history_length: int | None = None,
-             batch: int = 16, **env_kwargs: Any) -> dict[str, float]:
+             batch: int = 16, transcripts: list[dict[str, Any]] | None = None,
+             transcript_episodes: int = 0, **env_kwargs: Any) -> dict[str, float]:
     """Success and valid-format rates of a policy on ``episodes`` tasks (one member per task).
 
     The default seeds start at 10⁹, far from the trainer's (``seed · 1000003 + iteration · groups``), so
     evaluation tasks are held out from training. ``temperature=0`` evaluates the greedy policy.
+
+    ``transcripts``, when given, receives one dict per step of the first ``transcript_episodes`` episodes
+    (all of them when 0): ``episode`` (its index among the ``episodes``), ``t``, ``observation`` (what the
+    policy was prompted with, before the template), ``response`` (the sampled text), ``action`` (what the
+    environment executed), ``reward``, ``valid`` and the episode's ``success``.
     """
     generator = HFGenerator(policy, max_new_tokens, temperature)
     wins = valid = steps = 0.0
@@ -420,8 +426,19 @@ def evaluate(policy: Policy, env_id: str, episodes: int, *, seed: int = 10**9, m
         finally:
             env.close()
         b = out.batch
+        if transcripts is not None:
+            transcripts.extend(_transcript(out, done, transcript_episodes or episodes))
         wins += float(b.traj_success.sum())
         valid += float(b.valid.sum())
         steps += float(len(b))
         done += n
     return {"success_rate": wins / episodes, "valid_rate": valid / max(steps, 1.0), "mean_steps": steps / episodes}
+
+
+def _transcript(out: Rollout, first: int, keep: int) -> list[dict[str, Any]]:
+    """The steps of a rollout of one-member groups whose episode index (``first`` + group) is below ``keep``."""
+    b = out.batch
+    return [{"episode": first + int(b.group[i]), "t": int(b.t[i]), "observation": b.state[i],
+             "response": out.responses[i], "action": b.action[i], "reward": float(b.reward[i]),
+             "valid": bool(b.valid[i]), "success": bool(b.success[i])}
+            for i in range(len(b)) if first + int(b.group[i]) < keep]

@@ -16,8 +16,11 @@ core, each with one torch thread), so the default comparison fits its budget on 
 
 Outputs in ``benchmarks/results/``: ``<stem>_curves.csv`` (one row per environment, estimator, seed and
 evaluation), ``<stem>_train.csv`` (the sampled training success of every iteration), ``<stem>.json``
-(everything), ``<stem>.md`` (final held-out success mean ± std per estimator against the SFT start) and
-``<stem>.png`` (held-out and training success against iterations).
+(everything), ``<stem>.md`` (final held-out success mean ± std per estimator against the SFT start),
+``<stem>.png`` (held-out and training success against iterations) and ``<stem>_transcripts.jsonl`` (what the
+policy wrote on the first ``--transcripts`` held-out tasks of every evaluation, the SFT start's included: one
+line per step with its observation, response, reward and the episode's success; the way to find out why a run
+fell).
 
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
     python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
@@ -107,11 +110,17 @@ def env_kwargs(env_id: str, args: argparse.Namespace, evaluation: bool = False) 
     return {**kwargs, **preset.get("env", {}), **(preset.get("eval_env", {}) if evaluation else {})}
 
 
-def held_out(policy: Any, env_id: str, args: argparse.Namespace) -> dict[str, float]:
-    """Success and valid-format rate on the held-out tasks, sampled at ``--eval-temperature`` (fixed seeds)."""
+def held_out(policy: Any, env_id: str, args: argparse.Namespace,
+             transcripts: list[dict[str, Any]] | None = None) -> dict[str, float]:
+    """Success and valid-format rate on the held-out tasks, sampled at ``--eval-temperature`` (fixed seeds).
+
+    ``transcripts`` receives the steps of the first ``--transcripts`` tasks (see :func:`evaluate`).
+    """
+    keep = getattr(args, "transcripts", 0)
     return evaluate(policy, env_id, setting(env_id, args, "eval_episodes"),
                     max_new_tokens=setting(env_id, args, "max_new_tokens"), temperature=args.eval_temperature,
-                    batch=32, **env_kwargs(env_id, args, evaluation=True))
+                    batch=32, transcripts=transcripts if keep else None, transcript_episodes=keep,
+                    **env_kwargs(env_id, args, evaluation=True))
 
 
 def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str, Any]:
@@ -129,7 +138,8 @@ def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str,
     for epoch in range(args.sft_max_epochs):
         began = time.perf_counter()
         policy, info = sft(config, data, policy=policy)
-        score = held_out(policy, env_id, args)
+        record["transcripts"] = []  # the start's: the last epoch's
+        score = held_out(policy, env_id, args, record["transcripts"])
         record["epochs"].append({"epoch": epoch + 1, "loss": info["final_loss"], **score,
                                  "seconds": time.perf_counter() - began})
         print(f"[sft {env_id}] epoch {epoch + 1}: loss {info['final_loss']:.3f}, held-out success "
@@ -142,7 +152,8 @@ def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str,
 
 def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace,
             start_score: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
-    """Train one estimator from the SFT start (one torch thread); returns its evaluation and training rows.
+    """Train one estimator from the SFT start (one torch thread); returns its evaluation and training rows and
+    the transcripts of its held-out evaluations.
 
     ``start_score`` is the start's held-out score (fixed seeds, so the same for every run: measured once).
     """
@@ -160,19 +171,22 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
     base = {"env": env_id, "estimator": estimator, "seed": seed}
     evals = [{**base, "iter": 0, "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"],
               "eval_steps": start_score["mean_steps"]}]
-    train_rows = []
+    train_rows: list[dict[str, Any]] = []
+    transcripts: list[dict[str, Any]] = []
     try:
         for it in range(config.iters):
             metrics = trainer.iterate(it)
             train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
                                "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"]})
             if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
-                score = held_out(trainer.policy, env_id, args)
+                steps: list[dict[str, Any]] = []
+                score = held_out(trainer.policy, env_id, args, steps)
+                transcripts += [{**base, "iter": it + 1, **step} for step in steps]
                 evals.append({**base, "iter": it + 1, "eval_success": score["success_rate"],
                               "eval_valid": score["valid_rate"], "eval_steps": score["mean_steps"]})
     finally:
         trainer.env.close()
-    return {"rows": evals, "train": train_rows}
+    return {"rows": evals, "train": train_rows, "transcripts": transcripts}
 
 
 def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]]) -> list[str]:
@@ -242,9 +256,13 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[str, Any]],
                   starts: dict[str, dict[str, Any]], settings: dict[str, Any], elapsed: float,
-                  load: Sequence[float], flags: str) -> None:
-    """Write ``<stem>_curves.csv``, ``<stem>_train.csv``, ``<stem>.json``, ``<stem>.png``, ``<stem>.md``; print."""
+                  load: Sequence[float], flags: str, transcripts: Sequence[dict[str, Any]] = ()) -> None:
+    """Write ``<stem>_curves.csv``, ``<stem>_train.csv``, ``<stem>.json``, ``<stem>.png``, ``<stem>.md`` and
+    ``<stem>_transcripts.jsonl`` (when ``transcripts`` has steps); print the Markdown."""
     RESULTS.mkdir(parents=True, exist_ok=True)
+    if transcripts:
+        with open(RESULTS / f"{stem}_transcripts.jsonl", "w") as f:
+            f.writelines(json.dumps(step, ensure_ascii=False) + "\n" for step in transcripts)
     _write_csv(RESULTS / f"{stem}_curves.csv", rows)
     _write_csv(RESULTS / f"{stem}_train.csv", train_rows)
     (RESULTS / f"{stem}.json").write_text(json.dumps(
@@ -341,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--start", default=None,
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
+    parser.add_argument("--transcripts", type=int, default=8,
+                        help="held-out tasks per evaluation whose steps go to <stem>_transcripts.jsonl (0 = none)")
     parser.add_argument("--stem", default="llm_compare")
     parser.add_argument("--quick", action="store_true", help="smoke test: Sokoban, 1 seed, 2 iterations, 3 estimators")
     args = parser.parse_args(argv)
@@ -365,7 +385,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.start:
             folder = Path(args.start)
             policy = load_policy(str(folder), precision=setting(env_id, args, "precision"))
-            starts[env_id] = {"env": env_id, "given": str(folder), "epochs": [], "start": held_out(policy, env_id, args)}
+            steps: list[dict[str, Any]] = []
+            starts[env_id] = {"env": env_id, "given": str(folder), "epochs": [],
+                              "start": held_out(policy, env_id, args, steps), "transcripts": steps}
         else:
             starts[env_id] = warm_start(env_id, args, folder)
         starts[env_id]["settings"] = env_settings(env_id, args)
@@ -390,10 +412,14 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
     rows = [r for out in results for r in out["rows"]]
     train_rows = [r for out in results for r in out["train"]]
+    transcripts = [{"env": env_id, "estimator": "start", "seed": None, "iter": 0, **step}
+                   for env_id, rec in starts.items() for step in rec.pop("transcripts", [])]
+    transcripts += [step for out in results for step in out["transcripts"]]
     flags = " ".join(given)
     settings = {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
                 "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}, "cpu": cpu_model()}
-    write_results(args.stem, rows, train_rows, starts, settings, time.perf_counter() - began, load, flags)
+    write_results(args.stem, rows, train_rows, starts, settings, time.perf_counter() - began, load, flags,
+                  transcripts)
     return 0
 
 

@@ -48,6 +48,16 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     assert report["settings"]["eval_temperature"] == 0.4 and report["settings"]["jobs"] == 2
     assert report["sft"]["Sokoban-Group-v0"]["settings"]["env"] == {"max_steps": 2, "max_solution_steps": 2}
     assert (tmp_path / "c.png").stat().st_size > 0 and "| gigpo |" in (tmp_path / "c.md").read_text()
+    # what the policy wrote in every held-out evaluation (both tasks of each: --transcripts 8 keeps up to 8)
+    steps = [json.loads(line) for line in (tmp_path / "c_transcripts.jsonl").read_text().splitlines()]
+    assert {(s["estimator"], s["iter"]) for s in steps} == {("start", 0), ("grpo", 2), ("gigpo", 2)}
+    assert all(s["response"] and "#" in s["observation"] for s in steps)
+    curves = {(r["estimator"], r["iter"]): r for r in report["rows"]}
+    for est in ("grpo", "gigpo"):  # the transcripts are the evaluation's own episodes
+        mine = [s for s in steps if s["estimator"] == est]
+        assert len(mine) / 2 == curves[est, 2]["eval_steps"]
+        assert sum({s["episode"]: s["success"] for s in mine}.values()) / 2 == curves[est, 2]["eval_success"]
+    assert "transcripts" not in report["sft"]["Sokoban-Group-v0"]
 
 
 def test_llm_compare_env_settings():
