@@ -43,6 +43,7 @@ __all__ = [
     "VLLMGenerator",
     "collect_rollout",
     "evaluate",
+    "transcript",
     "make_group_env",
     "template_for",
 ]
@@ -435,10 +436,20 @@ def evaluate(policy: Policy, env_id: str, episodes: int, *, seed: int = 10**9, m
     return {"success_rate": wins / episodes, "valid_rate": valid / max(steps, 1.0), "mean_steps": steps / episodes}
 
 
-def _transcript(out: Rollout, first: int, keep: int) -> list[dict[str, Any]]:
-    """The steps of a rollout of one-member groups whose episode index (``first`` + group) is below ``keep``."""
+
+def transcript(out: Rollout, rows: Sequence[int] | None = None) -> list[dict[str, Any]]:
+    """One dict per step row (all, or ``rows``): ``group``, ``traj``, ``t``, ``observation`` (what the policy was
+    prompted with, before the template), ``response`` (the sampled text), ``action`` (what the environment
+    executed), ``reward``, ``valid`` and the episode's ``success``."""
     b = out.batch
-    return [{"episode": first + int(b.group[i]), "t": int(b.t[i]), "observation": b.state[i],
+    return [{"group": int(b.group[i]), "traj": int(b.traj[i]), "t": int(b.t[i]), "observation": b.state[i],
              "response": out.responses[i], "action": b.action[i], "reward": float(b.reward[i]),
              "valid": bool(b.valid[i]), "success": bool(b.success[i])}
-            for i in range(len(b)) if first + int(b.group[i]) < keep]
+            for i in (range(len(b)) if rows is None else rows)]
+
+
+def _transcript(out: Rollout, first: int, keep: int) -> list[dict[str, Any]]:
+    """The steps of a rollout of one-member groups whose episode index (``first`` + group) is below ``keep``."""
+    rows = [i for i in range(len(out.batch)) if first + int(out.batch.group[i]) < keep]
+    return [{"episode": first + step.pop("group"), **{k: v for k, v in step.items() if k != "traj"}}
+            for step in transcript(out, rows)]

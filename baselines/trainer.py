@@ -17,7 +17,9 @@ One iteration (the loop of :func:`train`):
    micro-batch, and each row still contributes its own loss term (:func:`duplicate_rows`).
 
 Metrics (with each phase's time: generate, env, log-probs, credit, update) go to
-``<out_dir>/metrics.jsonl`` and ``metrics.csv`` every iteration. At the end (and every ``save_every``-th
+``<out_dir>/metrics.jsonl`` and ``metrics.csv`` every iteration; with ``log_rollouts`` every step row of
+every rollout (observation, response, executed action, reward, advantage) goes to ``<out_dir>/rollouts.jsonl``
+(as verl's ``rollout_data_dir`` dumps generations), to read what a run learned. At the end (and every ``save_every``-th
 iteration) the policy is exported with ``save_pretrained`` to ``<out_dir>/policy`` (LoRA merged), a
 Hugging Face folder that ``agc train --model <out_dir>/policy`` loads; the resumable state (optimizer,
 critic, progress estimator, RNG, LoRA adapter) goes to the separate, optional ``<out_dir>/trainer_state.pt``.
@@ -70,7 +72,7 @@ from .policy import (
     store_frozen_in_bf16,
 )
 from .progress import EmbeddingProgressEstimator, ProgressHead
-from .rollout import HFGenerator, Rollout, VLLMGenerator, collect_rollout, make_group_env, template_for
+from .rollout import HFGenerator, Rollout, VLLMGenerator, collect_rollout, make_group_env, template_for, transcript
 
 __all__ = [
     "TrainConfig",
@@ -136,6 +138,7 @@ class TrainConfig:
         overwrite: reuse an existing ``out_dir`` (its metrics are replaced).
         save_state: also save the resumable state (``trainer_state.pt``) next to the exported policy.
         fixed_tasks: replay the same task seeds every iteration (over-fitting checks) instead of fresh ones.
+        log_rollouts: write every step row of every rollout, with its advantage, to ``<out_dir>/rollouts.jsonl``.
     """
 
     env_id: str = "Sokoban-Group-v0"
@@ -177,6 +180,7 @@ class TrainConfig:
     overwrite: bool = False
     save_state: bool = True
     fixed_tasks: bool = False
+    log_rollouts: bool = False
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field (cheap checks only: nothing is loaded)."""
@@ -540,6 +544,15 @@ class Trainer:
             "logprob_s": logprob_s, "update_s": t2 - t1 - logprob_s, "iteration_s": t2 - start,
         }
 
+    def last_transcript(self) -> list[dict[str, Any]]:
+        """The step rows of the last iteration's rollout (:func:`~agentgym_credit.baselines.rollout.transcript`)
+        with ``iter`` and the ``advantage`` the update used."""
+        if self.last_rollout is None:
+            return []
+        advantages = self.last_credit.advantages
+        return [{"iter": self.iteration - 1, **row, "advantage": float(advantages[i])}
+                for i, row in enumerate(transcript(self.last_rollout))]
+
     # ------------------------------------------------------------------ checkpoints
     def save(self, out_dir: str | Path, state: bool = True) -> Path:
         """Export the policy to ``<out_dir>/policy`` and, if ``state``, the resumable state to ``trainer_state.pt``."""
@@ -612,7 +625,8 @@ def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
 
 
 def _read_metrics(path: Path, before: int) -> list[dict[str, Any]]:
-    """The metric rows of a run folder with ``iter < before`` (the iterations a resumed run keeps)."""
+    """The rows of a run folder's JSON-lines file (metrics, rollouts) with ``iter < before`` (the iterations a
+    resumed run keeps)."""
     if not path.exists():
         return []
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -668,6 +682,10 @@ def train(config: TrainConfig) -> list[dict[str, Any]]:
     previous = Path(config.resume) if config.resume else out_dir
     previous = previous.parent if previous.is_file() else previous
     history = _read_metrics(previous / "metrics.jsonl", trainer.iteration) if config.resume else []
+    rollout_log = out_dir / "rollouts.jsonl"
+    if config.log_rollouts:  # a resumed run keeps the rows of the iterations it keeps
+        kept = _read_metrics(previous / "rollouts.jsonl", trainer.iteration) if config.resume else []
+        rollout_log.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
     inner = _IterationBar(config.progress_bar)
     trainer.progress_callback = inner
     bar = tqdm(range(trainer.iteration, config.iters), desc=f"train {config.estimator}",
@@ -678,6 +696,9 @@ def train(config: TrainConfig) -> list[dict[str, Any]]:
             inner.close()
             history.append(metrics)
             _write_metrics(out_dir, history)
+            if config.log_rollouts:
+                with open(rollout_log, "a") as f:
+                    f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in trainer.last_transcript())
             bar.set_postfix(success=f"{metrics['success_rate']:.2f}", loss=f"{metrics.get('loss', 0.0):.3f}",
                             s=f"{metrics['iteration_s']:.1f}")
             if config.save_every and (it + 1) % config.save_every == 0 and it + 1 < config.iters:

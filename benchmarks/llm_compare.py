@@ -20,7 +20,7 @@ evaluation), ``<stem>_train.csv`` (the sampled training success of every iterati
 ``<stem>.png`` (held-out and training success against iterations) and ``<stem>_transcripts.jsonl`` (what the
 policy wrote on the first ``--transcripts`` held-out tasks of every evaluation, the SFT start's included: one
 line per step with its observation, response, reward and the episode's success; the way to find out why a run
-fell).
+fell; ``--train-transcripts`` adds every training rollout's steps with the advantage each was trained with).
 
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
     python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
@@ -116,7 +116,7 @@ def held_out(policy: Any, env_id: str, args: argparse.Namespace,
 
     ``transcripts`` receives the steps of the first ``--transcripts`` tasks (see :func:`evaluate`).
     """
-    keep = getattr(args, "transcripts", 0)
+    keep = args.transcripts
     return evaluate(policy, env_id, setting(env_id, args, "eval_episodes"),
                     max_new_tokens=setting(env_id, args, "max_new_tokens"), temperature=args.eval_temperature,
                     batch=32, transcripts=transcripts if keep else None, transcript_episodes=keep,
@@ -176,12 +176,14 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
     try:
         for it in range(config.iters):
             metrics = trainer.iterate(it)
+            if args.train_transcripts:  # numbered as the training rows: the (it + 1)-th iteration's rollout
+                transcripts += [{**base, **row, "iter": it + 1, "phase": "train"} for row in trainer.last_transcript()]
             train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
                                "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"]})
             if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
                 steps: list[dict[str, Any]] = []
                 score = held_out(trainer.policy, env_id, args, steps)
-                transcripts += [{**base, "iter": it + 1, **step} for step in steps]
+                transcripts += [{**base, "iter": it + 1, "phase": "eval", **step} for step in steps]
                 evals.append({**base, "iter": it + 1, "eval_success": score["success_rate"],
                               "eval_valid": score["valid_rate"], "eval_steps": score["mean_steps"]})
     finally:
@@ -361,6 +363,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
     parser.add_argument("--transcripts", type=int, default=8,
                         help="held-out tasks per evaluation whose steps go to <stem>_transcripts.jsonl (0 = none)")
+    parser.add_argument("--train-transcripts", action="store_true",
+                        help="also write every training rollout's steps with their advantages (phase 'train')")
     parser.add_argument("--stem", default="llm_compare")
     parser.add_argument("--quick", action="store_true", help="smoke test: Sokoban, 1 seed, 2 iterations, 3 estimators")
     args = parser.parse_args(argv)
@@ -412,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     bar.close()
     rows = [r for out in results for r in out["rows"]]
     train_rows = [r for out in results for r in out["train"]]
-    transcripts = [{"env": env_id, "estimator": "start", "seed": None, "iter": 0, **step}
+    transcripts = [{"env": env_id, "estimator": "start", "seed": None, "iter": 0, "phase": "eval", **step}
                    for env_id, rec in starts.items() for step in rec.pop("transcripts", [])]
     transcripts += [step for out in results for step in out["transcripts"]]
     flags = " ".join(given)

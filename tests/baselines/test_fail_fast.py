@@ -45,12 +45,15 @@ def test_template_flag_selects_the_prompt(tiny_config):
 def test_out_dir_is_refused_then_resumed_with_all_metrics(tmp_path, cache_dir, capsys):
     out = tmp_path / "run"
     base = ["--env", "Sokoban-Group-v0", *TINY, "--cache-dir", str(cache_dir), "--out-dir", str(out)]
-    assert main([*base, "--iters", "1"]) == 0
+    assert main([*base, "--iters", "1", "--log-rollouts"]) == 0
+    first = (out / "rollouts.jsonl").read_text()
     assert main([*base, "--iters", "2"]) == 2  # the folder holds a run
     assert "--resume" in capsys.readouterr().err
-    assert main([*base, "--iters", "2", "--resume", str(out)]) == 0
+    assert main([*base, "--iters", "2", "--resume", str(out), "--log-rollouts"]) == 0
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == [0, 1]
+    logged = (out / "rollouts.jsonl").read_text()  # the first iteration's rows kept, the second's after them
+    assert logged.startswith(first) and {json.loads(x)["iter"] for x in logged[len(first):].splitlines()} == {1}
     assert (out / "metrics.csv").read_text().count("\n") == 3
     assert main([*base, "--iters", "1", "--overwrite"]) == 0
     assert [json.loads(x)["iter"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0]

@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +40,7 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     assert bench.main(["--estimators", "grpo", "gigpo", "--seeds", "1", "--iters", "2", "--eval-every", "2",
                        "--groups", "1", "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4",
                        "--eval-episodes", "2", "--sft-episodes", "4", "--sft-max-epochs", "1", "--jobs", "2",
-                       "--cache-dir", str(cache_dir), "--stem", "c"]) == 0
+                       "--cache-dir", str(cache_dir), "--stem", "c", "--train-transcripts"]) == 0
     rows = (tmp_path / "c_curves.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2  # header + (start, final) per estimator
     assert rows[0].split(",")[-3:] == ["eval_success", "eval_valid", "eval_steps"]  # steps: does it still search?
@@ -50,14 +52,19 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     assert (tmp_path / "c.png").stat().st_size > 0 and "| gigpo |" in (tmp_path / "c.md").read_text()
     # what the policy wrote in every held-out evaluation (both tasks of each: --transcripts 8 keeps up to 8)
     steps = [json.loads(line) for line in (tmp_path / "c_transcripts.jsonl").read_text().splitlines()]
-    assert {(s["estimator"], s["iter"]) for s in steps} == {("start", 0), ("grpo", 2), ("gigpo", 2)}
+    evals = [s for s in steps if s["phase"] == "eval"]
+    assert {(s["estimator"], s["iter"]) for s in evals} == {("start", 0), ("grpo", 2), ("gigpo", 2)}
     assert all(s["response"] and "#" in s["observation"] for s in steps)
     curves = {(r["estimator"], r["iter"]): r for r in report["rows"]}
     for est in ("grpo", "gigpo"):  # the transcripts are the evaluation's own episodes
-        mine = [s for s in steps if s["estimator"] == est]
+        mine = [s for s in evals if s["estimator"] == est]
         assert len(mine) / 2 == curves[est, 2]["eval_steps"]
         assert sum({s["episode"]: s["success"] for s in mine}.values()) / 2 == curves[est, 2]["eval_success"]
     assert "transcripts" not in report["sft"]["Sokoban-Group-v0"]
+    # --train-transcripts: every training rollout's steps, numbered as the training rows, with their advantages
+    trained = [s for s in steps if s["phase"] == "train"]
+    assert {(s["estimator"], s["iter"]) for s in trained} == {(e, i) for e in ("grpo", "gigpo") for i in (1, 2)}
+    assert all(np.isfinite(s["advantage"]) for s in trained)
 
 
 def test_llm_compare_env_settings():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import torch
 
 import agentgym_credit.baselines.trainer as trainer_mod
 from agentgym_credit.baselines.policy import load_policy, response_logprobs
-from agentgym_credit.baselines.trainer import TrainConfig, Trainer, main
+from agentgym_credit.baselines.trainer import TrainConfig, Trainer, main, train
 from agentgym_credit.credit import compute_advantages
 
 ESTIMATORS = {
@@ -313,3 +314,21 @@ def test_parser_types_every_optional_field_from_its_annotation():
     assert defaults.history_length is None and defaults.invalid_penalty is None and defaults.resume is None
     with pytest.raises(SystemExit):
         trainer_mod.build_parser().parse_args(["--history-length", "two"])
+
+
+def test_rollout_log_holds_every_step_with_the_advantage_it_was_trained_with(tiny_config):
+    cfg = tiny_config(estimator="grpo", estimator_params={"norm": "none"}, iters=2, log_rollouts=True)
+    history = train(cfg)
+    rows = [json.loads(x) for x in (Path(cfg.out_dir) / "rollouts.jsonl").read_text().splitlines()]
+    assert [r["iter"] for r in rows] == sorted(r["iter"] for r in rows) and {r["iter"] for r in rows} == {0, 1}
+    for it, metrics in enumerate(history):
+        mine = [r for r in rows if r["iter"] == it]
+        assert len(mine) == round(metrics["mean_steps"] * cfg.groups * cfg.group_size)
+        assert all(r["response"] and "#" in r["observation"] for r in mine)
+        # Dr. GRPO: a row's advantage is its episode's return minus the mean return of its group's episodes
+        returns: dict[tuple[int, int], float] = {}
+        for r in mine:
+            returns[r["group"], r["traj"]] = returns.get((r["group"], r["traj"]), 0.0) + r["reward"]
+        for r in mine:
+            group = [v for (g, _), v in returns.items() if g == r["group"]]
+            assert r["advantage"] == pytest.approx(returns[r["group"], r["traj"]] - np.mean(group), abs=1e-9)
