@@ -53,7 +53,8 @@ from agentgym_credit.baselines.losses import AGGREGATIONS
 from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
-from agentgym_credit.baselines.trainer import TrainConfig, Trainer
+from agentgym_credit.baselines.trainer import TrainConfig, Trainer, check_estimator
+from agentgym_credit.cli_args import key_value
 from agentgym_credit.machine import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -166,7 +167,7 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
                          kl_coef=setting(env_id, args, "kl_coef"), loss_agg=setting(env_id, args, "loss_agg"),
                          num_threads=1 if args.jobs > 1 else args.num_threads,
                          micro_batch_size=setting(env_id, args, "micro_batch_size"), grad_accum=args.grad_accum,
-                         save_state=False)
+                         save_state=False, estimator_params=dict(args.param))
     trainer = Trainer(config)
     base = {"env": env_id, "estimator": estimator, "seed": seed}
     evals = [{**base, "iter": 0, "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"],
@@ -361,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--start", default=None,
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
+    parser.add_argument("--param", action="append", type=key_value, default=[], metavar="KEY=VALUE",
+                        help="an estimator parameter for every run (agc train --param), e.g. norm=none")
     parser.add_argument("--transcripts", type=int, default=8,
                         help="held-out tasks per evaluation whose steps go to <stem>_transcripts.jsonl (0 = none)")
     parser.add_argument("--train-transcripts", action="store_true",
@@ -379,6 +382,11 @@ def main(argv: list[str] | None = None) -> int:
             args.estimators = ["grpo", "gigpo", "step_gae"]
         args.stem = args.stem + "_quick" if args.stem == "llm_compare" else args.stem
     args.estimators = args.estimators or list(ESTIMATORS)
+    for est in args.estimators:  # a wrong estimator or parameter fails here, not after the warm start
+        try:
+            check_estimator(est, dict(args.param))
+        except ValueError as exc:
+            parser.error(str(exc))
     args.jobs = args.jobs or (os.cpu_count() or 1)
     began, load = time.perf_counter(), os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="llm-compare-"))

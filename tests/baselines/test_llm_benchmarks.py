@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +41,8 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     assert bench.main(["--estimators", "grpo", "gigpo", "--seeds", "1", "--iters", "2", "--eval-every", "2",
                        "--groups", "1", "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4",
                        "--eval-episodes", "2", "--sft-episodes", "4", "--sft-max-epochs", "1", "--jobs", "2",
-                       "--cache-dir", str(cache_dir), "--stem", "c", "--train-transcripts"]) == 0
+                       "--cache-dir", str(cache_dir), "--stem", "c", "--train-transcripts",
+                       "--param", "norm=none"]) == 0
     rows = (tmp_path / "c_curves.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2  # header + (start, final) per estimator
     assert rows[0].split(",")[-3:] == ["eval_success", "eval_valid", "eval_steps"]  # steps: does it still search?
@@ -65,6 +67,11 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     trained = [s for s in steps if s["phase"] == "train"]
     assert {(s["estimator"], s["iter"]) for s in trained} == {(e, i) for e in ("grpo", "gigpo") for i in (1, 2)}
     assert all(np.isfinite(s["advantage"]) for s in trained)
+    for s in trained:  # --param norm=none reached the runs: grpo's advantage is the return minus its group's mean
+        if s["estimator"] == "grpo":
+            group = [x for x in trained if x["estimator"] == "grpo" and x["iter"] == s["iter"] and x["group"] == s["group"]]
+            returns = {x["traj"]: sum(y["reward"] for y in group if y["traj"] == x["traj"]) for x in group}
+            assert s["advantage"] == pytest.approx(returns[s["traj"]] - np.mean(list(returns.values())), abs=1e-9)
 
 
 def test_llm_compare_env_settings():
@@ -118,3 +125,10 @@ def test_llm_compare_workers_end_with_their_parent(tmp_path):
     else:
         os.kill(child, 9)
         raise AssertionError("the worker outlived its killed parent")
+
+
+def test_llm_compare_refuses_a_wrong_estimator_parameter_before_any_work(capsys):
+    bench = _load("llm_compare")
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--estimators", "grpo", "rloo", "--param", "norm=none"])  # rloo has no norm
+    assert stop.value.code == 2 and "'rloo'" in capsys.readouterr().err
