@@ -128,12 +128,12 @@ def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str,
     """SFT epoch by epoch until the held-out success reaches the target; returns its record."""
     torch.set_num_threads(args.num_threads or os.cpu_count() or 1)
     data, stats = collect_oracle_data(env_id, setting(env_id, args, "sft_episodes"),
-                                      epsilon=setting(env_id, args, "sft_epsilon"), seed=args.seed0, progress=False,
+                                      epsilon=setting(env_id, args, "sft_epsilon"), seed=args.sft_seed, progress=False,
                                       **env_kwargs(env_id, args))
     record: dict[str, Any] = {"env": env_id, "oracle": stats, "epochs": []}
     config = SFTConfig(env_id=env_id, model=setting(env_id, args, "model"), out_dir=str(folder), epochs=1,
                        lr=setting(env_id, args, "sft_lr"), batch_size=setting(env_id, args, "sft_batch_size"),
-                       precision=setting(env_id, args, "precision"), seed=args.seed0, cache_dir=args.cache_dir,
+                       precision=setting(env_id, args, "precision"), seed=args.sft_seed, cache_dir=args.cache_dir,
                        num_threads=torch.get_num_threads(), progress_bar=False)
     policy = None
     for epoch in range(args.sft_max_epochs):
@@ -329,7 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
     parser.add_argument("--estimators", nargs="+", default=None, help="default: all seven (--quick: three)")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--seed0", type=int, default=0)
+    parser.add_argument("--seed0", type=int, default=0, help="the first training seed")
+    parser.add_argument("--sft-seed", type=int, default=0,
+                        help="seed of the oracle data and the SFT start (independent of --seed0, so that "
+                             "--seed0 K --seeds 1 repeats seed K of a comparison from the same start)")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--lora", type=int, default=0)
     parser.add_argument("--precision", default="float32", choices=PRECISIONS)

@@ -132,3 +132,19 @@ def test_llm_compare_refuses_a_wrong_estimator_parameter_before_any_work(capsys)
     with pytest.raises(SystemExit) as stop:
         bench.main(["--estimators", "grpo", "rloo", "--param", "norm=none"])  # rloo has no norm
     assert stop.value.code == 2 and "'rloo'" in capsys.readouterr().err
+
+
+def test_llm_compare_starts_every_seed_from_the_same_sft_start(tmp_path, monkeypatch, cache_dir):
+    """--seed0 picks the training seeds only: seed K alone repeats seed K of a comparison from the same start."""
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    flags = ["--estimators", "grpo", "--seeds", "1", "--iters", "1", "--groups", "1", "--group-size", "2",
+             "--max-steps", "2", "--max-new-tokens", "4", "--eval-episodes", "4", "--sft-episodes", "8",
+             "--sft-max-epochs", "1", "--jobs", "1", "--num-threads", "1", "--cache-dir", str(cache_dir)]
+    starts = []
+    for seed0 in (0, 1):
+        assert bench.main([*flags, "--seed0", str(seed0), "--stem", f"s{seed0}"]) == 0
+        report = json.loads((tmp_path / f"s{seed0}.json").read_text())
+        starts.append(report["sft"]["Sokoban-Group-v0"]["epochs"])
+        assert {r["seed"] for r in report["rows"]} == {seed0}
+    assert starts[0] == [{**e, "seconds": starts[0][i]["seconds"]} for i, e in enumerate(starts[1])]
