@@ -7,7 +7,8 @@ states are inputs). It is trained by MSE to the step-GAE returns of the estimato
 
 .. math:: \\mathcal L_V = \\frac1S \\sum_t \\big(V_\\phi(s_t) - (\\hat A^{Step}_t + V_{old}(s_t))\\big)^2,
 
-and fills the batch's ``value`` column for ``step_gae`` (and for ``spa`` in ``mode="gae"``). A fresh
+and fills the batch's ``value`` column for ``step_gae`` (and, in the LLM trainer, for ``spa`` unless
+``mode="group"``). A fresh
 critic predicts 0, so the first iteration's step GAE is the Monte-Carlo return.
 """
 

@@ -3,7 +3,7 @@
 One iteration (the loop of :func:`train`):
 
 1. **rollout** — G groups × N members play one episode each (:func:`~agentgym_credit.baselines.rollout.collect_rollout`);
-2. **credit** — the critic fills ``value`` (``step_gae``, ``spa`` in gae mode), the progress estimator
+2. **credit** — the critic fills ``value`` (``step_gae``, ``spa`` unless ``mode=group``), the progress estimator
    fills ``progress`` (``spa``), then ``assign_credit(batch, estimator, **estimator_params)`` gives one
    advantage per step;
 3. **update** — ``ppo_epochs`` passes over the steps in micro-batches, the step advantage broadcast to the
@@ -126,7 +126,7 @@ class TrainConfig:
         env_kwargs: environment arguments (flag ``--env-kwarg KEY=VALUE``, e.g. max_steps=15).
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
         invalid_penalty: penalty of malformed responses, subtracted from the step reward (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
-        critic_lr: learning rate of the step critic (step_gae, spa in gae mode).
+        critic_lr: learning rate of the step critic (step_gae, spa unless mode=group).
         progress_estimator: progress estimator for spa: "embedding" (MLP on sentence embeddings) or "lm" (linear head on the policy's hidden state).
         shuffle: shuffle steps between micro-batches.
         cache_dir: cache of the tiny tokenizer and converted models (default ~/.cache/agentgym_credit).
@@ -384,9 +384,11 @@ class Trainer:
 
     @property
     def needs_value(self) -> bool:
-        """Whether the estimator reads the critic's ``value`` column."""
+        """Whether the estimator reads the critic's ``value`` column: ``step_gae``, and ``spa`` unless
+        ``mode="group"`` is asked for (SPA-RL trains with PPO and GAE; the critic-free group mode compares
+        steps of every depth and favours early ones, see :func:`~agentgym_credit.credit.spa.spa`)."""
         name, mode = self.config.estimator.lower(), self.config.estimator_params.get("mode", "auto")
-        return name == "step_gae" or (name == "spa" and mode == "gae")
+        return name == "step_gae" or (name == "spa" and mode != "group")
 
     @property
     def temperature(self) -> float:

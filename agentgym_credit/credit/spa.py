@@ -14,6 +14,14 @@ and replaces the sparse reward in advantage estimation:
   :math:`R_t = \\sum_{k \\ge t} \\gamma^{k-t} r^{fused}_k`, normalized over the rows of the task group;
 * ``mode="auto"`` (default): ``"gae"`` when the batch has a ``value`` column, else ``"group"``.
 
+``"group"`` is this library's critic-free variant, not the paper's. It compares returns of steps at every depth
+of the group's trajectories with one another, and a step's discounted fused return grows with the number of
+executable steps after it (β per step), so with β > 0 earlier steps get higher advantages than later ones
+whatever the outcome. On two-step SearchQA episodes (search, answer) every first step got ≈ +1 and every
+answer ≈ −1 from the third iteration on, winners' answers included, and the policy learned to search again
+instead of answering (held-out success 0.39 → 0.00; ``benchmarks/results/llm_compare_searchqa_diagnosis.md``).
+The bundled trainer therefore gives ``spa`` a critic (``"gae"``) unless ``mode="group"`` is asked for.
+
 Paper defaults: α = 1, β = 0.5.
 """
 

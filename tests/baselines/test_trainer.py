@@ -76,10 +76,13 @@ def test_updates_on_a_fixed_batch_decrease_the_loss_and_change_the_policy(precis
 
 CASES = [(name, params, {}) for name, params in ESTIMATORS.items()] + [
     ("spa", {"mode": "gae"}, {"progress_estimator": "lm"}),  # critic values + LM-head progress
+    ("spa", {"mode": "group"}, {}),  # the critic-free variant, asked for
 ]
 
 
-@pytest.mark.parametrize("name, params, extra", CASES, ids=[c[0] + ("-lm-gae" if c[2] else "") for c in CASES])
+@pytest.mark.parametrize("name, params, extra", CASES,
+                         ids=[c[0] + ("-lm-gae" if c[2] else "-group" if c[1].get("mode") == "group" else "")
+                              for c in CASES])
 def test_advantages_reach_the_loss_unchanged(name, params, extra, tiny_config, monkeypatch):
     trainer = Trainer(tiny_config(estimator=name, estimator_params=params, shuffle=False, micro_batch_size=3,
                                   env_kwargs={"max_steps": 4}, **extra))
@@ -94,9 +97,11 @@ def test_advantages_reach_the_loss_unchanged(name, params, extra, tiny_config, m
     monkeypatch.setattr(trainer_mod, "policy_loss", spy)
     metrics = trainer.iterate(0)
     batch = trainer.last_batch
-    if name == "step_gae" or params.get("mode") == "gae":
-        assert batch.value is not None  # filled by the critic
+    if name == "step_gae" or (name == "spa" and params.get("mode") != "group"):
+        assert batch.value is not None  # filled by the critic (spa: the paper's PPO + GAE unless mode=group)
         assert "value_loss" in metrics
+    else:
+        assert batch.value is None and "value_loss" not in metrics
     if name == "spa":
         assert batch.progress is not None  # filled by the progress estimator
         assert "progress_loss" in metrics
