@@ -127,6 +127,7 @@ class TrainConfig:
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
         invalid_penalty: penalty of malformed responses, subtracted from the step reward (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
         critic_lr: learning rate of the step critic (step_gae, spa unless mode=group).
+        critic_steps: full-batch Adam steps of the critic's fit per iteration.
         progress_estimator: progress estimator for spa: "embedding" (MLP on sentence embeddings) or "lm" (linear head on the policy's hidden state).
         shuffle: shuffle steps between micro-batches.
         cache_dir: cache of the tiny tokenizer and converted models (default ~/.cache/agentgym_credit).
@@ -169,6 +170,7 @@ class TrainConfig:
     history_length: int | None = None
     invalid_penalty: float | None = None
     critic_lr: float = 1e-3
+    critic_steps: int = 50
     progress_estimator: str = "embedding"
     shuffle: bool = True
     cache_dir: str | None = None
@@ -366,7 +368,8 @@ class Trainer:
                                   include_penalty=True, **config.env_kwargs)
         hidden_size = int(self.policy.model.config.hidden_size)
         name = config.estimator.lower()
-        self.critic = StepCritic(hidden_size, lr=config.critic_lr, device=self.device) if self.needs_value else None
+        self.critic = StepCritic(hidden_size, lr=config.critic_lr, steps=config.critic_steps,
+                                 device=self.device) if self.needs_value else None
         self.progress: ProgressHead | None = None
         if name == "spa":
             if config.progress_estimator == "embedding":

@@ -42,6 +42,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -151,6 +152,19 @@ def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str,
     return record
 
 
+def run_settings(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`TrainConfig` fields a run takes from this script's flags (``--train`` may set the others)."""
+    return dict(env_id=env_id, estimator=estimator, model=start, groups=setting(env_id, args, "groups"),
+                group_size=setting(env_id, args, "group_size"), iters=setting(env_id, args, "iters"),
+                lr=setting(env_id, args, "lr"), max_new_tokens=setting(env_id, args, "max_new_tokens"),
+                lora=setting(env_id, args, "lora"), precision=setting(env_id, args, "precision"), seed=seed,
+                cache_dir=args.cache_dir, env_kwargs=env_kwargs(env_id, args), progress_bar=False,
+                kl_coef=setting(env_id, args, "kl_coef"), loss_agg=setting(env_id, args, "loss_agg"),
+                num_threads=1 if args.jobs > 1 else args.num_threads,
+                micro_batch_size=setting(env_id, args, "micro_batch_size"), grad_accum=args.grad_accum,
+                save_state=False, estimator_params=dict(args.param))
+
+
 def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace,
             start_score: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
     """Train one estimator from the SFT start (one torch thread); returns its evaluation and training rows and
@@ -158,16 +172,8 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
 
     ``start_score`` is the start's held-out score (fixed seeds, so the same for every run: measured once).
     """
-    config = TrainConfig(env_id=env_id, estimator=estimator, model=start, groups=setting(env_id, args, "groups"),
-                         group_size=setting(env_id, args, "group_size"), iters=setting(env_id, args, "iters"),
-                         lr=setting(env_id, args, "lr"), max_new_tokens=setting(env_id, args, "max_new_tokens"),
-                         lora=setting(env_id, args, "lora"), precision=setting(env_id, args, "precision"),
-                         seed=seed, out_dir=tempfile.mkdtemp(prefix=f"llm-compare-{estimator}-"),
-                         cache_dir=args.cache_dir, env_kwargs=env_kwargs(env_id, args), progress_bar=False,
-                         kl_coef=setting(env_id, args, "kl_coef"), loss_agg=setting(env_id, args, "loss_agg"),
-                         num_threads=1 if args.jobs > 1 else args.num_threads,
-                         micro_batch_size=setting(env_id, args, "micro_batch_size"), grad_accum=args.grad_accum,
-                         save_state=False, estimator_params=dict(args.param))
+    config = TrainConfig(**run_settings(env_id, estimator, seed, start, args), **dict(args.train),
+                         out_dir=tempfile.mkdtemp(prefix=f"llm-compare-{estimator}-"))
     trainer = Trainer(config)
     base = {"env": env_id, "estimator": estimator, "seed": seed}
     evals = [{**base, "iter": 0, "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"],
@@ -367,6 +373,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
     parser.add_argument("--param", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         help="an estimator parameter for every run (agc train --param), e.g. norm=none")
+    parser.add_argument("--train", action="append", type=key_value, default=[], metavar="FIELD=VALUE",
+                        help="a TrainConfig field for every run that no flag here sets, e.g. critic_steps=5")
     parser.add_argument("--transcripts", type=int, default=8,
                         help="held-out tasks per evaluation whose steps go to <stem>_transcripts.jsonl (0 = none)")
     parser.add_argument("--train-transcripts", action="store_true",
@@ -385,6 +393,10 @@ def main(argv: list[str] | None = None) -> int:
             args.estimators = ["grpo", "gigpo", "step_gae"]
         args.stem = args.stem + "_quick" if args.stem == "llm_compare" else args.stem
     args.estimators = args.estimators or list(ESTIMATORS)
+    free = {f.name for f in fields(TrainConfig)} - {"out_dir"} - set(run_settings(args.envs[0], "grpo", 0, "", args))
+    for name, _ in args.train:
+        if name not in free:
+            parser.error(f"--train {name}=...: not a TrainConfig field this script leaves free (one of {sorted(free)})")
     for est in args.estimators:  # a wrong estimator or parameter fails here, not after the warm start
         try:
             check_estimator(est, dict(args.param))

@@ -8,8 +8,9 @@ per-step advantages, in step order) and ``info["credit_group"]``.
 
 Estimators that need more than the record get it from callables over the finished group's
 :class:`~agentgym_credit.records.StepBatch`: ``value_fn(batch)`` returns one critic value per row
-(``step_gae``, ``spa`` with ``mode="gae"``) and ``progress_fn(batch)`` one progress contribution per
-row (``spa``). The estimator name and parameters are checked when the wrapper is built, by running the
+(``step_gae``; ``spa`` uses it when given, as SPA-RL's PPO + GAE does, and without it falls back to the
+critic-free ``mode="group"``, which favours a trajectory's early steps) and ``progress_fn(batch)`` one progress
+contribution per row (``spa``). The estimator name and parameters are checked when the wrapper is built, by running the
 estimator once on a tiny synthetic batch, so a typo fails before any rollout.
 
 Crashed trajectories (``crashed`` column) get advantage 0 and enter no group statistic (see

@@ -42,7 +42,7 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
                        "--groups", "1", "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4",
                        "--eval-episodes", "2", "--sft-episodes", "4", "--sft-max-epochs", "1", "--jobs", "2",
                        "--cache-dir", str(cache_dir), "--stem", "c", "--train-transcripts",
-                       "--param", "norm=none"]) == 0
+                       "--param", "norm=none", "--train", "critic_steps=3"]) == 0
     rows = (tmp_path / "c_curves.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * 2  # header + (start, final) per estimator
     assert rows[0].split(",")[-3:] == ["eval_success", "eval_valid", "eval_steps"]  # steps: does it still search?
@@ -148,3 +148,12 @@ def test_llm_compare_starts_every_seed_from_the_same_sft_start(tmp_path, monkeyp
         starts.append(report["sft"]["Sokoban-Group-v0"]["epochs"])
         assert {r["seed"] for r in report["rows"]} == {seed0}
     assert starts[0] == [{**e, "seconds": starts[0][i]["seconds"]} for i, e in enumerate(starts[1])]
+
+
+
+def test_llm_compare_train_sets_only_fields_its_flags_leave_free(capsys):
+    bench = _load("llm_compare")
+    for field in ("seed", "lr", "critic_stepz"):  # one the runs vary, one a flag sets, one that does not exist
+        with pytest.raises(SystemExit) as stop:
+            bench.main(["--train", f"{field}=3"])
+        assert stop.value.code == 2 and f"--train {field}=" in capsys.readouterr().err

@@ -337,3 +337,9 @@ def test_rollout_log_holds_every_step_with_the_advantage_it_was_trained_with(tin
         for r in mine:
             group = [v for (g, _), v in returns.items() if g == r["group"]]
             assert r["advantage"] == pytest.approx(returns[r["group"], r["traj"]] - np.mean(group), abs=1e-9)
+
+
+def test_critic_steps_reach_the_critic(tiny_config):
+    trainer = Trainer(tiny_config(estimator="step_gae", critic_steps=3))
+    assert trainer.critic is not None and trainer.critic.steps == 3
+    trainer.env.close()
