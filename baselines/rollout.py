@@ -436,7 +436,6 @@ def evaluate(policy: Policy, env_id: str, episodes: int, *, seed: int = 10**9, m
     return {"success_rate": wins / episodes, "valid_rate": valid / max(steps, 1.0), "mean_steps": steps / episodes}
 
 
-
 def transcript(out: Rollout, rows: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """One dict per step row (all, or ``rows``): ``group``, ``traj``, ``t``, ``observation`` (what the policy was
     prompted with, before the template), ``response`` (the sampled text), ``action`` (what the environment
@@ -451,5 +450,5 @@ def transcript(out: Rollout, rows: Sequence[int] | None = None) -> list[dict[str
 def _transcript(out: Rollout, first: int, keep: int) -> list[dict[str, Any]]:
     """The steps of a rollout of one-member groups whose episode index (``first`` + group) is below ``keep``."""
     rows = [i for i in range(len(out.batch)) if first + int(out.batch.group[i]) < keep]
-    return [{"episode": first + step.pop("group"), **{k: v for k, v in step.items() if k != "traj"}}
-            for step in transcript(out, rows)]
+    return [{"episode": first + row["group"], **{k: v for k, v in row.items() if k not in ("group", "traj")}}
+            for row in transcript(out, rows)]

@@ -619,9 +619,14 @@ STATE_FILE = "trainer_state.pt"
 """The resumable state's file name inside a run folder."""
 
 
+def _write_jsonl(path: Path, rows: Sequence[dict[str, Any]], mode: str) -> None:
+    """Write (``mode="w"``) or append (``"a"``) one JSON object per line."""
+    with open(path, mode) as f:
+        f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
 def _write_metrics(out_dir: Path, history: list[dict[str, Any]]) -> None:
-    with open(out_dir / "metrics.jsonl", "w") as f:
-        f.writelines(json.dumps(row) + "\n" for row in history)
+    _write_jsonl(out_dir / "metrics.jsonl", history, "w")
     keys = list(dict.fromkeys(k for row in history for k in row))
     with open(out_dir / "metrics.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=keys)
@@ -690,7 +695,7 @@ def train(config: TrainConfig) -> list[dict[str, Any]]:
     rollout_log = out_dir / "rollouts.jsonl"
     if config.log_rollouts:  # a resumed run keeps the rows of the iterations it keeps
         kept = _read_metrics(previous / "rollouts.jsonl", trainer.iteration) if config.resume else []
-        rollout_log.write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in kept))
+        _write_jsonl(rollout_log, kept, "w")
     inner = _IterationBar(config.progress_bar)
     trainer.progress_callback = inner
     bar = tqdm(range(trainer.iteration, config.iters), desc=f"train {config.estimator}",
@@ -702,8 +707,7 @@ def train(config: TrainConfig) -> list[dict[str, Any]]:
             history.append(metrics)
             _write_metrics(out_dir, history)
             if config.log_rollouts:
-                with open(rollout_log, "a") as f:
-                    f.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in trainer.last_transcript())
+                _write_jsonl(rollout_log, trainer.last_transcript(), "a")
             bar.set_postfix(success=f"{metrics['success_rate']:.2f}", loss=f"{metrics.get('loss', 0.0):.3f}",
                             s=f"{metrics['iteration_s']:.1f}")
             if config.save_every and (it + 1) % config.save_every == 0 and it + 1 < config.iters:
