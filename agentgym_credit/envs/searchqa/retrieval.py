@@ -6,7 +6,10 @@ code treat them alike.
 
 * :class:`BM25Retriever`: Okapi BM25 (``bm25s``, Lucene variant, :math:`k_1 = 1.5`, :math:`b = 0.75`)
   over lowercased word tokens (two or more characters, English stopwords removed). Passages that share
-  no term with the query are not returned.
+  no term with the query are not returned. The top-k selection is bm25s's numpy one: bm25s imports JAX
+  where it is installed and runs a top-k on JAX's default device at import, which on a GPU machine
+  preallocates most of the GPU's memory in every process that builds the environment, so bm25s is
+  imported through :func:`agentgym_credit.envs.bm25.import_bm25s`.
 * :class:`DenseRetriever`: cosine similarity between L2-normalized sentence embeddings
   (:mod:`agentgym_credit.embedding`, offline MiniLM by default) in an exact FAISS ``IndexFlatIP``; a
   prebuilt index (e.g. Search-R1's ``e5_Flat.index``) can be given instead.
@@ -43,6 +46,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from agentgym_credit.envs.bm25 import import_bm25s
 
 from agentgym_credit.envs.searchqa.corpus import Corpus, Passage, load_corpus, load_faiss_index
 
@@ -156,9 +161,7 @@ class Retriever(ABC):
 
 def tokenize(texts: Sequence[str]) -> list[list[str]]:
     """Lowercased word tokens of two or more characters, without English stopwords (BM25 terms)."""
-    from bm25s.stopwords import STOPWORDS_EN
-
-    stop = frozenset(STOPWORDS_EN)
+    stop = frozenset(import_bm25s().stopwords.STOPWORDS_EN)
     return [[t for t in _TOKEN.findall(text.lower()) if t not in stop] for text in texts]
 
 
@@ -196,8 +199,7 @@ class BM25Retriever(Retriever):
         use_cache: bool = True,
         query_cache_size: int = 4096,
     ) -> None:
-        import bm25s
-
+        bm25s = import_bm25s()
         super().__init__(query_cache_size=query_cache_size)
         self.corpus = corpus
         self.k1, self.b = float(k1), float(b)
@@ -221,7 +223,8 @@ class BM25Retriever(Retriever):
 
     def _search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         k = min(topk, len(self.corpus))
-        rows, scores = self._bm25.retrieve(tokenize(queries), k=k, show_progress=False, n_threads=1)
+        rows, scores = self._bm25.retrieve(tokenize(queries), k=k, show_progress=False, n_threads=1,
+                                           backend_selection="numpy")
         out = []
         for row, score in zip(rows, scores, strict=True):
             ranked = sorted((-float(s), int(r)) for r, s in zip(row, score, strict=True) if s > 0)

@@ -38,11 +38,13 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-import bm25s
 import numpy as np
 import Stemmer
 
+from agentgym_credit.envs.bm25 import import_bm25s
 from agentgym_credit.envs.webshop.catalog import Catalog, Product
+
+bm25s = import_bm25s()
 
 __all__ = [
     "SEARCH_TOP_K",
