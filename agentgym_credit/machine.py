@@ -10,7 +10,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["cpu_model", "machine_summary"]
+__all__ = ["accelerator", "cpu_model", "machine_summary"]
 
 
 def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
@@ -22,6 +22,22 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def accelerator() -> str | None:
+    """The GPU that torch computes on (``<name>, CUDA <version>, torch <version>``), or None without one.
+
+    Imports torch only where it is installed; a CPU-only build, or no visible device, gives None.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return f"{torch.cuda.get_device_name(0)}, CUDA {torch.version.cuda}, torch {torch.__version__}"
 
 
 def machine_summary(load: bool = False) -> str:

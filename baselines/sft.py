@@ -56,7 +56,7 @@ from agentgym_credit.wrappers.recording import member_info
 
 from .policy import PRECISIONS, Policy, encode_prompts, export_policy, load_policy, response_logprobs
 from .rollout import make_group_env, template_for
-from .trainer import check_env_id, free_cores, seed_everything
+from .trainer import check_device, check_env_id, free_cores, resolve_device, seed_everything
 
 __all__ = ["OracleStep", "SFTConfig", "collect_oracle_data", "oracle_response", "sft", "main"]
 
@@ -247,6 +247,7 @@ class SFTConfig:
         seed: seed of collection, shuffling and the tiny model's initialization.
         cache_dir: cache of the tiny tokenizer and converted models.
         num_threads: torch CPU threads (0 = the free cores).
+        device: "auto" (CUDA where visible), "cpu" or "cuda[:N]"; the exported folder is the same either way.
         template: prompt template (default: from the env id).
         history_length: steps in the prompt (default: the template's).
         progress_bar: show progress bars.
@@ -267,6 +268,7 @@ class SFTConfig:
     seed: int = 0
     cache_dir: str | None = None
     num_threads: int = 0
+    device: str = "auto"
     template: str | None = None
     history_length: int | None = None
     progress_bar: bool = True
@@ -305,7 +307,8 @@ def sft(config: SFTConfig, data: Sequence[OracleStep] | None = None,
     if not data:
         raise ValueError(f"the oracle produced no training steps on {config.env_id}")
     if policy is None:
-        policy = load_policy(config.model, cache_dir=config.cache_dir, seed=config.seed, precision=config.precision)
+        policy = load_policy(config.model, cache_dir=config.cache_dir, seed=config.seed, precision=config.precision,
+                             device=resolve_device(config.device))
     prompts, responses = _encode(policy, data)
     model = policy.model
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.lr, weight_decay=0.0)
@@ -355,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--precision", choices=PRECISIONS, default=defaults.precision,
                         help="forward passes in float32, bfloat16 autocast, or auto (bf16 where native)")
     parser.add_argument("--cache-dir", default=None)
+    parser.add_argument("--device", default=defaults.device, help='"auto" (CUDA where visible), "cpu" or "cuda[:N]"')
     parser.add_argument("--template", default=None)
     parser.add_argument("--history-length", type=int, default=None)
     parser.add_argument("--progress-bar", action=argparse.BooleanOptionalAction, default=True)
@@ -369,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = SFTConfig(**{**values, "env_kwargs": dict(values["env_kwargs"])})
     try:
         check_env_id(config.env_id)
+        check_device(config.device, "hf")
         template_for(config.env_id) if config.template is None else None
     except ValueError as exc:
         print(f"agc sft: error: {exc}", file=sys.stderr)

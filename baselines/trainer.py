@@ -262,6 +262,12 @@ def check_device(device: str, backend: str) -> None:
             raise ValueError("--backend vllm needs a CUDA device; use --backend hf on CPU")
 
 
+def resolve_device(device: str) -> torch.device:
+    """``device`` checked (:func:`check_device`), with "auto" resolved to CUDA where a device is visible, else CPU."""
+    check_device(device, "hf")
+    return torch.device(device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
 def free_cores() -> int:
     """CPU cores available to this process and not busy with other work (at least 1)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -339,8 +345,7 @@ class Trainer:
         self.config = config
         seed_everything(config.seed)
         torch.set_num_threads(config.num_threads or free_cores())
-        device = config.device if config.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
-        self.device = torch.device(device)
+        self.device = resolve_device(config.device)
         self.policy = load_policy(config.model, cache_dir=config.cache_dir, device=self.device, seed=config.seed,
                                   precision=config.precision)
         if config.backend == "vllm":  # vLLM starts from the initial weights; they are synced before each rollout

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -54,9 +54,9 @@ from agentgym_credit.baselines.losses import AGGREGATIONS
 from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
-from agentgym_credit.baselines.trainer import TrainConfig, Trainer, check_estimator
+from agentgym_credit.baselines.trainer import TrainConfig, Trainer, check_estimator, resolve_device
 from agentgym_credit.cli_args import key_value
-from agentgym_credit.machine import cpu_model
+from agentgym_credit.machine import accelerator, cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 ESTIMATORS = ("grpo", "rloo", "gigpo", "salt", "graphgpo", "step_gae", "spa")
@@ -265,9 +265,14 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 
 def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[str, Any]],
                   starts: dict[str, dict[str, Any]], settings: dict[str, Any], elapsed: float,
-                  load: Sequence[float], flags: str, transcripts: Sequence[dict[str, Any]] = ()) -> None:
+                  load: Sequence[float], flags: str, transcripts: Sequence[dict[str, Any]] = (),
+                  finished: tuple[int, int] | None = None, echo: bool = True) -> None:
     """Write ``<stem>_curves.csv``, ``<stem>_train.csv``, ``<stem>.json``, ``<stem>.png``, ``<stem>.md`` and
-    ``<stem>_transcripts.jsonl`` (when ``transcripts`` has steps); print the Markdown."""
+    ``<stem>_transcripts.jsonl`` (when ``transcripts`` has steps); print the Markdown when ``echo``.
+
+    ``finished`` = (runs done, runs in all): below all, the report says it is partial (it is rewritten as
+    runs finish, so a comparison stopped early keeps the runs it finished).
+    """
     RESULTS.mkdir(parents=True, exist_ok=True)
     if transcripts:
         with open(RESULTS / f"{stem}_transcripts.jsonl", "w") as f:
@@ -276,15 +281,18 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
     _write_csv(RESULTS / f"{stem}_train.csv", train_rows)
     (RESULTS / f"{stem}.json").write_text(json.dumps(
         {"settings": settings, "sft": starts, "rows": rows, "train": train_rows, "elapsed_s": elapsed,
-         "load_average_start": list(load)}, indent=2, default=float))
+         "load_average_start": list(load), "runs_finished": list(finished) if finished else None}, indent=2,
+        default=float))
     plot(rows, starts, RESULTS / f"{stem}.png", train_rows)
     evaluation = ("greedy" if settings["eval_temperature"] == 0 else
                   f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
     text = [f"# LLM policy: credit estimators from an SFT start", "",
             f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores of "
-            f"{settings['cpu']} "
+            f"{settings['cpu']}" + (f" with one {settings['gpu']}" if settings.get("gpu") else "") + " "
             f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
             f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
+    if finished and finished[0] < finished[1]:
+        text += [f"**Partial: {finished[0]} of {finished[1]} runs had finished when this was written.**", ""]
     for env_id, rec in starts.items():
         s = rec["settings"]
         origin = (f"given folder {rec['given']}" if "given" in rec else
@@ -299,7 +307,8 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
                     f"{rec['start']['success_rate']:.3f}, valid-format rate {rec['start']['valid_rate']:.3f}.")
     text += ["", *summarize(rows, starts), ""]
     (RESULTS / f"{stem}.md").write_text("\n".join(text))
-    print("\n".join(text))
+    if echo:
+        print("\n".join(text))
 
 
 def env_settings(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -411,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = work / f"sft-{env_id}"
         if args.start:
             folder = Path(args.start)
-            policy = load_policy(str(folder), precision=setting(env_id, args, "precision"))
+            policy = load_policy(str(folder), precision=setting(env_id, args, "precision"), device=resolve_device("auto"))
             steps: list[dict[str, Any]] = []
             starts[env_id] = {"env": env_id, "given": str(folder), "epochs": [],
                               "start": held_out(policy, env_id, args, steps), "transcripts": steps}
@@ -420,7 +429,20 @@ def main(argv: list[str] | None = None) -> int:
         starts[env_id]["settings"] = env_settings(env_id, args)
         jobs += [(env_id, est, seed, str(folder), args, starts[env_id]["start"])
                  for est in args.estimators for seed in range(args.seed0, args.seed0 + args.seeds)]
-    results: list[dict[str, list[dict[str, Any]]]] = []
+    start_transcripts = [{"env": env_id, "estimator": "start", "seed": None, "iter": 0, "phase": "eval", **step}
+                         for env_id, rec in starts.items() for step in rec.pop("transcripts", [])]
+    settings = {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
+                "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}, "cpu": cpu_model(),
+                "gpu": accelerator()}
+    results: dict[int, dict[str, list[dict[str, Any]]]] = {}
+
+    def save(final: bool) -> None:
+        done = [results[i] for i in sorted(results)]  # in job order, whatever order they finished in
+        write_results(args.stem, [r for out in done for r in out["rows"]],
+                      [r for out in done for r in out["train"]], starts, settings, time.perf_counter() - began, load,
+                      " ".join(given), start_transcripts + [step for out in done for step in out["transcripts"]],
+                      finished=(len(results), len(jobs)), echo=final)
+
     bar = tqdm(total=len(jobs), desc="runs (estimator × seed)", unit="run", dynamic_ncols=True)
     if args.jobs > 1 and len(jobs) > 1:
         here = str(Path(__file__).resolve().parent)
@@ -428,25 +450,21 @@ def main(argv: list[str] | None = None) -> int:
             sys.path.insert(0, here)
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_exit_with_parent, initargs=(os.getpid(),)) as pool:
-            for out in pool.map(_run_job, jobs):
-                results.append(out)
+            futures = {pool.submit(_run_job, job): i for i, job in enumerate(jobs)}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
                 bar.update(1)
+                if len(results) < len(jobs):
+                    save(final=False)
     else:
         torch.set_num_threads(args.num_threads or os.cpu_count() or 1)
-        for job in jobs:
-            results.append(run_one(*job))
+        for i, job in enumerate(jobs):
+            results[i] = run_one(*job)
             bar.update(1)
+            if len(results) < len(jobs):
+                save(final=False)
     bar.close()
-    rows = [r for out in results for r in out["rows"]]
-    train_rows = [r for out in results for r in out["train"]]
-    transcripts = [{"env": env_id, "estimator": "start", "seed": None, "iter": 0, "phase": "eval", **step}
-                   for env_id, rec in starts.items() for step in rec.pop("transcripts", [])]
-    transcripts += [step for out in results for step in out["transcripts"]]
-    flags = " ".join(given)
-    settings = {**{k: v for k, v in vars(args).items() if k not in ("cache_dir", "explicit")},
-                "env_settings": {env_id: ENV_SETTINGS.get(env_id, {}) for env_id in args.envs}, "cpu": cpu_model()}
-    write_results(args.stem, rows, train_rows, starts, settings, time.perf_counter() - began, load, flags,
-                  transcripts)
+    save(final=True)
     return 0
 
 

@@ -32,6 +32,7 @@ import torch
 
 from agentgym_credit.baselines.policy import PRECISIONS, left_pad
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
+from agentgym_credit.machine import accelerator, cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PHASES = ("generate_s", "env_s", "credit_s", "logprob_s", "update_s", "iteration_s")
@@ -112,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
         "env": args.env, "model": args.model, "lora": args.lora, "precision": trainer.policy.precision,
         "groups": args.groups,
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
-        "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
+        "device": str(trainer.device),
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
                                           "steps", "distinct_rows", "mean_steps", "success_rate", "valid_rate")}
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
         + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}",
         "",
-        f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores; load "
+        f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
+        + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "
         f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after (a shared machine: wall-clock times "
         "include waiting for the CPU; CPU seconds are given too).",
         "",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from agentgym_credit.machine import cpu_model, machine_summary
+from agentgym_credit.machine import accelerator, cpu_model, machine_summary
 
 
 def test_cpu_model_reads_the_first_model_name(tmp_path):
@@ -23,3 +23,13 @@ def test_machine_summary_names_cpu_cores_and_load_on_request():
     assert text.startswith(cpu_model()) and f"{os.cpu_count()} cores" in text and "Python" in text
     assert "load average" not in text
     assert "load average" in machine_summary(load=True)
+
+
+def test_accelerator_names_the_gpu_or_none():
+    import torch
+
+    name = accelerator()
+    if torch.cuda.is_available():
+        assert torch.cuda.get_device_name(0) in name and f"torch {torch.__version__}" in name
+    else:
+        assert name is None

@@ -157,3 +157,25 @@ def test_llm_compare_train_sets_only_fields_its_flags_leave_free(capsys):
         with pytest.raises(SystemExit) as stop:
             bench.main(["--train", f"{field}=3"])
         assert stop.value.code == 2 and f"--train {field}=" in capsys.readouterr().err
+
+
+def test_llm_compare_keeps_the_runs_that_finished_when_a_later_one_fails(tmp_path, monkeypatch, cache_dir):
+    """The report is rewritten as runs finish: a comparison stopped part-way keeps its finished runs, marked."""
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    real = bench.run_one
+
+    def run_one(env_id, estimator, *rest):
+        if estimator == "rloo":
+            raise RuntimeError("stopped")
+        return real(env_id, estimator, *rest)
+
+    monkeypatch.setattr(bench, "run_one", run_one)
+    with pytest.raises(RuntimeError, match="stopped"):
+        bench.main(["--estimators", "grpo", "rloo", "--seeds", "1", "--iters", "1", "--groups", "1",
+                    "--group-size", "2", "--max-steps", "2", "--max-new-tokens", "4", "--eval-episodes", "2",
+                    "--sft-episodes", "4", "--sft-max-epochs", "1", "--jobs", "1", "--num-threads", "1",
+                    "--cache-dir", str(cache_dir), "--stem", "p"])
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert report["runs_finished"] == [1, 2] and {r["estimator"] for r in report["rows"]} == {"grpo"}
+    assert "Partial: 1 of 2 runs" in (tmp_path / "p.md").read_text()

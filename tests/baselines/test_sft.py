@@ -114,6 +114,16 @@ def test_sft_command_refuses_unknown_env(capsys):
     assert "unknown environment id" in capsys.readouterr().err
 
 
+def test_sft_command_refuses_a_cuda_request_without_cuda(capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["--device", "cuda", "--no-progress-bar"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agc sft: error:") and "--device cuda" in err and "\n" not in err
+
+
 def test_sft_passes_environment_arguments(tmp_path, cache_dir):
     data, _ = collect_oracle_data("SearchQA-Group-v0", 2, epsilon=0.0, progress=False, max_steps=1, topk=1)
     assert len(data) == 4 and "Doc 1(" in data[1].prompt and "Doc 2(" not in data[1].prompt  # single-hop, top 1
@@ -123,6 +133,7 @@ def test_sft_passes_environment_arguments(tmp_path, cache_dir):
     assert main(argv) == 0
     metrics = json.loads((tmp_path / "sft" / "sft_metrics.json").read_text())
     assert metrics["config"]["env_kwargs"] == {"topk": 1} and metrics["examples"] == 4
+    assert metrics["config"]["device"] == "auto"  # CUDA where visible, else the CPU
 
 
 def test_bfloat16_sft_learns_like_float32(tmp_path, cache_dir):
