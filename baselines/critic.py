@@ -37,7 +37,7 @@ class StepCritic:
         device: where the head lives.
     """
 
-    def __init__(self, hidden_size: int, width: int = 256, lr: float = 1e-3, steps: int = 50,
+    def __init__(self, hidden_size: int, width: int = 256, lr: float = 1e-3, steps: int = 5,
                  device: str | torch.device = "cpu") -> None:
         self.head = ScalarHead(hidden_size, width, lr).to(device)
         self.steps = int(steps)

@@ -127,7 +127,7 @@ class TrainConfig:
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
         invalid_penalty: penalty of malformed responses, subtracted from the step reward (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
         critic_lr: learning rate of the step critic (step_gae, spa unless mode=group).
-        critic_steps: full-batch Adam steps of the critic's fit per iteration.
+        critic_steps: full-batch Adam steps of the critic's fit per iteration (a long fit tracks the last batch).
         progress_estimator: progress estimator for spa: "embedding" (MLP on sentence embeddings) or "lm" (linear head on the policy's hidden state).
         shuffle: shuffle steps between micro-batches.
         cache_dir: cache of the tiny tokenizer and converted models (default ~/.cache/agentgym_credit).
@@ -170,7 +170,7 @@ class TrainConfig:
     history_length: int | None = None
     invalid_penalty: float | None = None
     critic_lr: float = 1e-3
-    critic_steps: int = 50
+    critic_steps: int = 5
     progress_estimator: str = "embedding"
     shuffle: bool = True
     cache_dir: str | None = None
@@ -556,11 +556,14 @@ class Trainer:
 
     def last_transcript(self) -> list[dict[str, Any]]:
         """The step rows of the last iteration's rollout (:func:`~agentgym_credit.baselines.rollout.transcript`)
-        with ``iter`` and the ``advantage`` the update used."""
+        with ``iter``, the ``advantage`` the update used and, where the estimator had them, the critic's
+        ``value`` and the progress estimator's ``progress`` of each step."""
         if self.last_rollout is None:
             return []
-        advantages = self.last_credit.advantages
-        return [{"iter": self.iteration - 1, **row, "advantage": float(advantages[i])}
+        advantages, batch = self.last_credit.advantages, self.last_batch
+        extra = {name: column for name in ("value", "progress") if (column := getattr(batch, name)) is not None}
+        return [{"iter": self.iteration - 1, **row, "advantage": float(advantages[i]),
+                 **{name: float(column[i]) for name, column in extra.items()}}
                 for i, row in enumerate(transcript(self.last_rollout))]
 
     # ------------------------------------------------------------------ checkpoints

@@ -9,7 +9,9 @@ grounding signal :math:`g_t` (1 when the action executed, the ``valid`` column) 
 and replaces the sparse reward in advantage estimation:
 
 * ``mode="gae"``: step GAE with the critic's ``value`` column,
-  :math:`\\delta_t = r^{fused}_t + \\gamma V(s_{t+1}) - V(s_t)` (the paper's PPO setting);
+  :math:`\\delta_t = r^{fused}_t + \\gamma V(s_{t+1}) - V(s_t)` (the paper's PPO setting); ``whiten=True``
+  standardizes these advantages across the batch, as the PPO implementations SPA-RL trains with (TRL's,
+  verl's) do;
 * ``mode="group"``: critic-free — discounted fused returns
   :math:`R_t = \\sum_{k \\ge t} \\gamma^{k-t} r^{fused}_k`, normalized over the rows of the task group;
 * ``mode="auto"`` (default): ``"gae"`` when the batch has a ``value`` column, else ``"group"``.
@@ -30,9 +32,9 @@ from __future__ import annotations
 import numpy as np
 
 from agentgym_credit.credit.grouping import dense_ids, discounted_returns, group_normalize
-from agentgym_credit.credit.parameters import check_choice, check_real
+from agentgym_credit.credit.parameters import check_choice, check_flag, check_real
 from agentgym_credit.credit.registry import Credit, register_estimator
-from agentgym_credit.credit.step_gae import gae
+from agentgym_credit.credit.step_gae import batch_whiten, gae
 from agentgym_credit.errors import MissingColumnError
 from agentgym_credit.records import StepBatch
 
@@ -59,6 +61,7 @@ def spa(
     lam: float = 0.95,
     mode: str = "auto",
     norm: str = "std",
+    whiten: bool = False,
 ) -> Credit:
     """SPA advantages from fused progress + grounding rewards.
 
@@ -70,6 +73,7 @@ def spa(
         lam: λ, GAE trace parameter (``mode="gae"``).
         mode: ``"auto"``, ``"gae"`` or ``"group"``.
         norm: F_norm for ``mode="group"`` (``"std"`` or ``"none"``).
+        whiten: standardize the GAE advantages across the batch (``mode="gae"``; group mode normalizes already).
     """
     alpha = check_real("alpha", alpha)
     gamma = check_real("gamma", gamma, low=0.0, high=1.0)
@@ -77,6 +81,7 @@ def spa(
     beta = check_real("beta", beta)
     check_choice("mode", mode, ("auto", "gae", "group"))
     check_choice("norm", norm, ("std", "none"))
+    whiten = check_flag("whiten", whiten)
     fused = fused_reward(batch, alpha, beta)
     if mode == "auto":
         mode = "gae" if batch.value is not None else "group"
@@ -85,6 +90,8 @@ def spa(
             raise MissingColumnError("spa with mode='gae' needs a 'value' column; use mode='group' without a critic")
         adv = gae(batch, fused, batch.value, gamma, lam)
         returns = adv + batch.value
+        if whiten:
+            adv = batch_whiten(adv)
     elif mode == "group":
         returns = discounted_returns(fused, batch.order, batch.traj_starts, gamma)
         gid, k = dense_ids(batch.group)

@@ -24,7 +24,7 @@ from agentgym_credit.credit.registry import Credit, register_estimator
 from agentgym_credit.errors import MissingColumnError
 from agentgym_credit.records import StepBatch
 
-__all__ = ["step_gae", "gae"]
+__all__ = ["step_gae", "gae", "batch_whiten"]
 
 
 def gae(batch: StepBatch, rewards: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np.ndarray:
@@ -45,7 +45,7 @@ def gae(batch: StepBatch, rewards: np.ndarray, values: np.ndarray, gamma: float,
     return reverse_discounted_sum(delta, order, batch.traj_starts, gamma * lam)
 
 
-def _whiten(x: np.ndarray) -> np.ndarray:
+def batch_whiten(x: np.ndarray) -> np.ndarray:
     """Standardize across the batch (unbiased std + 1e-6; constant or single values give 0)."""
     return group_normalize(x, np.zeros(len(x), dtype=np.int64), 1)
 
@@ -72,5 +72,5 @@ def step_gae(batch: StepBatch, *, gamma: float = 0.99, lam: float = 1.0, whiten:
     adv = gae(batch, batch.reward, batch.value, gamma, lam)
     returns = adv + batch.value
     if whiten:
-        adv = _whiten(adv)
+        adv = batch_whiten(adv)
     return Credit(adv, returns)

@@ -343,3 +343,23 @@ def test_critic_steps_reach_the_critic(tiny_config):
     trainer = Trainer(tiny_config(estimator="step_gae", critic_steps=3))
     assert trainer.critic is not None and trainer.critic.steps == 3
     trainer.env.close()
+
+
+def test_rollout_log_holds_the_critic_values_and_progress_spa_was_given(tiny_config):
+    """spa's rows carry the value and progress its advantages came from: the GAE recursion holds on them."""
+    from agentgym_credit.credit.spa import fused_reward
+    from agentgym_credit.credit.step_gae import gae
+
+    trainer = Trainer(tiny_config(estimator="spa", estimator_params={"gamma": 0.9, "lam": 0.8}))
+    trainer.iterate(0)
+    rows = trainer.last_transcript()
+    batch = trainer.last_batch
+    assert [r["value"] for r in rows] == pytest.approx(batch.value.tolist())
+    assert [r["progress"] for r in rows] == pytest.approx(batch.progress.tolist())
+    expect = gae(batch, fused_reward(batch), batch.value, 0.9, 0.8)
+    assert [r["advantage"] for r in rows] == pytest.approx(expect.tolist(), abs=1e-9)
+    trainer.env.close()
+    plain = Trainer(tiny_config(estimator="grpo"))
+    plain.iterate(0)
+    assert not {"value", "progress"} & set(plain.last_transcript()[0])
+    plain.env.close()

@@ -18,7 +18,7 @@ PARAMS = {
     "gigpo": [{}, {"norm": "none"}, {"matcher": "history:2"}, VERL],
     "salt": [{}, {"h": 1, "base": "rloo"}, {"base": "rloo", **VERL}],
     "graphgpo": [{}, {"omega": 0.8, "norm": "none"}, {"norm": "none", **VERL}],
-    "spa": [{}, {"mode": "group"}],
+    "spa": [{}, {"mode": "group"}, {"whiten": True}],
     "step_gae": [{}, {"whiten": True}],
 }
 

@@ -76,3 +76,12 @@ def test_spa_fused_reward_and_modes():
         compute_advantages(b.with_columns(progress=None), "spa")
     with pytest.raises(MissingColumnError, match="value"):
         compute_advantages(b.with_columns(value=None), "spa", mode="gae")
+
+
+def test_spa_whiten_standardizes_the_gae_advantages_and_keeps_the_returns():
+    b = _batch()
+    raw = assign_credit(b, "spa", gamma=0.9, lam=0.8, mode="gae")
+    white = assign_credit(b, "spa", gamma=0.9, lam=0.8, mode="gae", whiten=True)
+    np.testing.assert_allclose(white.returns, raw.returns)  # the critic's target is the raw GAE return
+    expect = (raw.advantages - raw.advantages.mean()) / (raw.advantages.std(ddof=1) + 1e-6)
+    np.testing.assert_allclose(white.advantages, expect)
