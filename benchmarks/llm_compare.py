@@ -12,7 +12,9 @@ temperature 0.4 (``val_kwargs.do_sample=True, temperature=0.4``), here with fixe
 same policy always gets the same score; ``--eval-temperature 0`` evaluates the greedy policy instead.
 
 Runs are independent (one per estimator and seed) and go to ``--jobs`` worker processes (default: one per
-core, each with one torch thread), so the default comparison fits its budget on two cores.
+core, each with one torch thread), so the default comparison fits its budget on two cores. The outputs are
+rewritten each time a run finishes (marked partial until the last one), so a comparison that is stopped keeps
+the runs it finished. On a CUDA machine the warm start and every run use the GPU.
 
 Outputs in ``benchmarks/results/``: ``<stem>_curves.csv`` (one row per environment, estimator, seed and
 evaluation), ``<stem>_train.csv`` (the sampled training success of every iteration), ``<stem>.json``
