@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 
 from agentgym_credit.envs.bm25 import import_bm25s
-
 from agentgym_credit.envs.searchqa.corpus import Corpus, Passage, load_corpus, load_faiss_index
 
 __all__ = [
