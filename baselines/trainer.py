@@ -56,6 +56,7 @@ from tqdm.auto import tqdm
 
 from agentgym_credit.cli_args import key_value
 from agentgym_credit.credit import Credit, assign_credit, available_estimators
+from agentgym_credit.embedding import check_sentence_model
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers.prompting import TEMPLATES
 
@@ -206,6 +207,12 @@ class TrainConfig:
             raise ValueError(f"backend must be 'hf' or 'vllm', got {self.backend!r}")
         if self.progress_estimator not in ("embedding", "lm"):
             raise ValueError(f"progress_estimator must be 'embedding' or 'lm', got {self.progress_estimator!r}")
+        if self.estimator.lower() == "spa" and self.progress_estimator == "embedding":
+            try:
+                check_sentence_model()
+            except ImportError as exc:
+                raise ValueError(f"spa's progress estimator 'embedding' cannot load its model ({exc}); "
+                                 "or choose progress_estimator='lm'") from exc
         for name in ("groups", "group_size", "ppo_epochs", "micro_batch_size", "grad_accum", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

