@@ -32,7 +32,7 @@ import torch
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers import ParseActions, PromptObservations, RecordStepBatch
 
-from .policy import Policy, encode_prompts, left_pad, merged_state_dict
+from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs, shared_prefix_length
 
 __all__ = [
     "Generation",
@@ -157,7 +157,8 @@ class HFGenerator:
     """Batched sampling with a Hugging Face causal LM and its KV cache.
 
     The loop is the plain autoregressive one: one prefill of the left-padded prompts (each distinct prompt
-    once: the members of a group start from the same prompt), then one token per step for the rows still
+    once: the members of a group start from the same prompt; the tokens all prompts start with once, see
+    :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one token per step for the rows still
     generating; rows that emit eos or complete a stop string leave the batch (and
     the cache) at once. Only the sampled token's log-probability is kept,
     :math:`\\log\\operatorname{softmax}(z / T)[a]` (no full-vocabulary logits are stored), sampling has no
@@ -206,15 +207,14 @@ class HFGenerator:
         model = policy.model
         was_training = model.training
         model.eval()
-        device = next(model.parameters()).device
         distinct: dict[tuple[int, ...], int] = {}
         copy_of = [distinct.setdefault(tuple(x), len(distinct)) for x in ids]
-        input_ids, attn = left_pad([list(x) for x in distinct], policy.pad_id)
-        input_ids, attn = input_ids.to(device), attn.to(device)
-        position = (attn.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=model.config)
+        prompts = [list(x) for x in distinct]
+        shared = shared_prefix_length(prompts, min(len(x) for x in prompts) - 1)
         try:
             with policy.autocast():
+                input_ids, attn, position, cache = shared_prefix_inputs(
+                    model, prompts, policy.pad_id, shared, DynamicCache(config=model.config))
                 return self._decode(ids, copy_of, input_ids, attn, position, cache)
         finally:
             model.train(was_training)

@@ -16,6 +16,8 @@ shared machine makes wall-clock numbers vary.
     python benchmarks/trainer_speed.py --model smollm2 --lora 8 --precision bfloat16   # autocast (AMX / bf16 GPUs)
 
 The bare ``generate`` runs in the same precision as the trainer (under the policy's autocast).
+``--no-shared-prefix`` runs every row's whole prompt (no shared-prefix forward, see
+:func:`agentgym_credit.baselines.policy.shared_prefix_inputs`): the A/B baseline of that optimization.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agentgym_credit.baselines import policy as policy_module
 from agentgym_credit.baselines.policy import PRECISIONS, left_pad
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
 from agentgym_credit.machine import accelerator, cpu_model
@@ -79,7 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-threads", type=int, default=0)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--name", default=None, help="result file stem (default trainer_speed_<model>)")
+    parser.add_argument("--no-shared-prefix", action="store_true",
+                        help="run every row's whole prompt (the baseline of the shared-prefix forward)")
     args = parser.parse_args(argv)
+    if args.no_shared_prefix:
+        policy_module.MIN_SHARED_PREFIX = sys.maxsize
 
     import tempfile
 
@@ -114,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         "groups": args.groups,
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
-        "device": str(trainer.device),
+        "device": str(trainer.device), "shared_prefix": not args.no_shared_prefix,
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
                                           "steps", "distinct_rows", "mean_steps", "success_rate", "valid_rate")}
@@ -129,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     (RESULTS / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     lines = [
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
-        + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}",
+        + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}"
+        + (", no shared-prefix forward" if args.no_shared_prefix else ""),
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
         + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "

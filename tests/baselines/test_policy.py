@@ -7,12 +7,14 @@ import pytest
 import torch
 
 from agentgym_credit.baselines.policy import (
+    MIN_SHARED_PREFIX,
     build_tiny_tokenizer,
     encode_prompts,
     load_policy,
     native_bf16,
     resolve_precision,
     response_logprobs,
+    shared_prefix_length,
 )
 from agentgym_credit.baselines.rollout import HFGenerator, collect_rollout, make_group_env, template_for
 
@@ -104,3 +106,76 @@ def test_stop_matcher_and_decoded_tags(cache_dir):
     out = gen.generate(["<think>"], seed=0)
     assert out[0].text == tok.decode(out[0].response_ids[:-1] if out[0].response_ids[-1] == policy.eos_id
                                       else out[0].response_ids, skip_special_tokens=False)
+
+
+def _sokoban_prompts(steps: int = 3) -> list[str]:
+    """Real Sokoban prompts over a few steps (2 groups × 2): they share the task description."""
+    env = make_group_env("Sokoban-Group-v0", 2, 2, max_steps=steps + 1)
+    obs, _ = env.reset(seed=11)
+    out: list[str] = []
+    for t in range(steps):
+        out += list(obs)
+        moves = ["up", "down", "left", "right"]
+        obs, *_ = env.step([f"<think>.</think><action>{moves[(t + k) % 4]}</action>" for k in range(len(obs))])
+    return out
+
+
+def _count_input_tokens(model) -> tuple[list[int], object]:
+    seen: list[int] = []
+    handle = model.get_input_embeddings().register_forward_hook(lambda m, args, out: seen.append(args[0].numel()))
+    return seen, handle
+
+
+def test_shared_prefix_length():
+    assert shared_prefix_length([[1, 2, 3]]) == 0  # one row: nothing to share
+    assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
+    assert shared_prefix_length([[1, 2, 3], [1, 2, 3]], limit=2) == 2
+    assert shared_prefix_length([[7, 2], [1, 2]]) == 0
+
+
+def test_shared_prefix_forward_matches_the_unshared_one(cache_dir):
+    """The prompts' common prefix runs once; log-probs, hidden states and gradients are those of full rows."""
+    policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
+    model = policy.model
+    prompts = encode_prompts(policy, _sokoban_prompts())
+    shared = shared_prefix_length(prompts)
+    assert shared >= MIN_SHARED_PREFIX and len({tuple(p) for p in prompts}) > 4
+    rng = np.random.default_rng(0)
+    responses = [list(rng.integers(5, 200, rng.integers(1, 9))) for _ in prompts]
+    results = {}
+    for share in (False, True):
+        model.zero_grad(set_to_none=True)
+        seen, handle = _count_input_tokens(model)
+        fwd = response_logprobs(model, prompts, responses, pad_id=policy.pad_id, hidden=True, share_prefix=share)
+        handle.remove()
+        (fwd.logprobs.sum() + fwd.boundary_hidden.square().mean()).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[share] = (fwd, grads, sum(seen))
+    (plain, g_plain, n_plain), (shared_fwd, g_shared, n_shared) = results[False], results[True]
+    assert torch.equal(plain.mask, shared_fwd.mask)
+    torch.testing.assert_close(shared_fwd.logprobs, plain.logprobs, atol=2e-5, rtol=0)
+    torch.testing.assert_close(shared_fwd.boundary_hidden, plain.boundary_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(shared_fwd.last_hidden, plain.last_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(g_shared, g_plain, atol=1e-5, rtol=1e-4)
+    width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
+    assert n_plain == len(prompts) * width
+    assert n_shared == shared + len(prompts) * (width - shared)  # the prefix ran once, not once per row
+
+
+def test_sampler_prefills_the_shared_prefix_once(cache_dir):
+    """The sampler's prefill shares the prompts' common prefix; the sampled log-probs are the full rows'."""
+    policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
+    texts = _sokoban_prompts(steps=2)
+    prompts = encode_prompts(policy, texts)
+    seen, handle = _count_input_tokens(policy.model)
+    out = HFGenerator(policy, max_new_tokens=5, temperature=0.7).generate(texts, seed=3)
+    handle.remove()
+    distinct = list(dict.fromkeys(tuple(p) for p in prompts))
+    shared = shared_prefix_length(distinct)
+    assert shared >= MIN_SHARED_PREFIX
+    assert seen[0] == shared and seen[1] == len(distinct) * (max(map(len, distinct)) - shared)
+    fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
+                            pad_id=policy.pad_id, temperature=0.7, share_prefix=False)
+    for b, g in enumerate(out):
+        recomputed = fwd.logprobs[b, fwd.mask.shape[1] - len(g.response_ids):].detach().numpy()
+        np.testing.assert_allclose(recomputed, g.logprobs, atol=2e-4)
