@@ -27,6 +27,11 @@ fell; ``--train-transcripts`` adds every training rollout's steps with the advan
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
     python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
     python benchmarks/llm_compare.py --envs SearchQA-Group-v0 --stem llm_compare_searchqa   # a text environment (SmolLM2)
+    python benchmarks/llm_compare.py --merge results/a.json results/b.json --stem ab   # seeds run apart, one table
+
+Seeds (or estimators) can run apart — another machine, another day, ``--seed0 K --start FOLDER`` from the same
+SFT start — and ``--merge`` combines their JSON files into one report; it refuses files whose start or settings
+differ and says whether a run present in two files reproduced the same held-out curve.
 
 An environment's entry in :data:`ENV_SETTINGS` replaces the defaults of some flags and adds environment
 arguments; a flag given on the command line wins.
@@ -268,12 +273,14 @@ def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
 def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[str, Any]],
                   starts: dict[str, dict[str, Any]], settings: dict[str, Any], elapsed: float,
                   load: Sequence[float], flags: str, transcripts: Sequence[dict[str, Any]] = (),
-                  finished: tuple[int, int] | None = None, echo: bool = True) -> None:
+                  finished: tuple[int, int] | None = None, echo: bool = True,
+                  merged: Sequence[str] = ()) -> None:
     """Write ``<stem>_curves.csv``, ``<stem>_train.csv``, ``<stem>.json``, ``<stem>.png``, ``<stem>.md`` and
     ``<stem>_transcripts.jsonl`` (when ``transcripts`` has steps); print the Markdown when ``echo``.
 
     ``finished`` = (runs done, runs in all): below all, the report says it is partial (it is rewritten as
-    runs finish, so a comparison stopped early keeps the runs it finished).
+    runs finish, so a comparison stopped early keeps the runs it finished). ``merged``: the report combines
+    earlier comparisons (:func:`merge`), one Markdown line each, in place of the command line's paragraph.
     """
     RESULTS.mkdir(parents=True, exist_ok=True)
     if transcripts:
@@ -288,11 +295,16 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
     plot(rows, starts, RESULTS / f"{stem}.png", train_rows)
     evaluation = ("greedy" if settings["eval_temperature"] == 0 else
                   f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
-    text = [f"# LLM policy: credit estimators from an SFT start", "",
-            f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores of "
-            f"{settings['cpu']}" + (f" with one {settings['gpu']}" if settings.get("gpu") else "") + " "
-            f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
-            f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
+    text = [f"# LLM policy: credit estimators from an SFT start", ""]
+    if merged:
+        text += [f"`python benchmarks/llm_compare.py {flags}`: {len(merged)} comparisons from the same start and "
+                 f"settings, combined ({elapsed / 60:.1f} min in all); {settings['seeds']} seed(s); held-out "
+                 f"success {evaluation}.", "", *merged, ""]
+    else:
+        text += [f"`python benchmarks/llm_compare.py {flags}`: {elapsed / 60:.1f} min on {os.cpu_count()} cores of "
+                 f"{settings['cpu']}" + (f" with one {settings['gpu']}" if settings.get("gpu") else "") + " "
+                 f"({settings['jobs']} worker process(es), load average {load[0]:.1f} at the start); "
+                 f"{settings['seeds']} seed(s); held-out success {evaluation}.", ""]
     if finished and finished[0] < finished[1]:
         text += [f"**Partial: {finished[0]} of {finished[1]} runs had finished when this was written.**", ""]
     for env_id, rec in starts.items():
@@ -311,6 +323,81 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
     (RESULTS / f"{stem}.md").write_text("\n".join(text))
     if echo:
         print("\n".join(text))
+
+
+MUST_AGREE = ("eval_temperature", "eval_every", "transcripts", "param", "train", "grad_accum")
+"""Top-level settings that change a run's result or its report: comparisons merge only where they agree (the
+per-environment settings and the SFT start must agree too)."""
+
+
+def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
+    """Combine comparisons written by this script (their ``<stem>.json``, ``<stem>_transcripts.jsonl`` beside it)
+    into one report, e.g. seeds run on different machines or at different times.
+
+    They must share the SFT start (its held-out success and valid-format rate per environment), the environment
+    settings and :data:`MUST_AGREE`; otherwise this raises ``ValueError`` naming what differs. A run (environment,
+    estimator, seed) found in more than one file is kept from the first, and the report says whether the
+    repeats reproduced its held-out curve exactly.
+    """
+    reports = []
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise ValueError(f"--merge {path}: no such file (give the .json a comparison wrote)")
+        reports.append((path, json.loads(path.read_text())))
+    first_path, first = reports[0]
+    starts: dict[str, dict[str, Any]] = {}
+    for path, report in reports:
+        for key in MUST_AGREE:
+            if report["settings"].get(key) != first["settings"].get(key):
+                raise ValueError(f"--merge: {path.name} and {first_path.name} differ in {key} "
+                                 f"({report['settings'].get(key)!r} vs {first['settings'].get(key)!r})")
+        for env_id, rec in report["sft"].items():
+            kept = starts.setdefault(env_id, rec)
+            for key, value in (("settings", rec["settings"]),
+                               ("start", {k: rec["start"][k] for k in ("success_rate", "valid_rate")})):
+                mine = kept[key] if key == "settings" else {k: kept["start"][k] for k in value}
+                if mine != value:
+                    raise ValueError(f"--merge: {path.name} has another {env_id} {key} than the files before it "
+                                     f"({value} vs {mine}); only comparisons from the same start merge")
+    rows: list[dict[str, Any]] = []
+    train: list[dict[str, Any]] = []
+    transcripts: list[dict[str, Any]] = []
+    curves: dict[tuple[str, str, int], list[float]] = {}
+    lines, repeats = [], []
+    for path, report in reports:
+        runs: dict[tuple[str, str, int], list[float]] = {}
+        for row in report["rows"]:
+            runs.setdefault((row["env"], row["estimator"], row["seed"]), []).append(row["eval_success"])
+        new = {run for run in runs if run not in curves}
+        for run in sorted(set(runs) - new):
+            same = "the same held-out curve" if runs[run] == curves[run] else (
+                f"a different held-out curve ({' '.join(f'{x:.3f}' for x in runs[run])} vs "
+                f"{' '.join(f'{x:.3f}' for x in curves[run])}; the first is kept)")
+            repeats.append(f"- {run[1]} seed {run[2]} ({run[0]}) is in {path.name} again: {same}.")
+        curves.update({run: runs[run] for run in new})
+        rows += [r for r in report["rows"] if (r["env"], r["estimator"], r["seed"]) in new]
+        train += [r for r in report["train"] if (r["env"], r["estimator"], r["seed"]) in new]
+        steps = path.with_name(path.stem + "_transcripts.jsonl")
+        if steps.is_file():
+            for line in steps.read_text().splitlines():
+                step = json.loads(line)
+                if (step["estimator"] == "start" and path == first_path) or \
+                        (step["env"], step["estimator"], step["seed"]) in new:
+                    transcripts.append(step)
+        s = report["settings"]
+        done = report.get("runs_finished") or [len(runs)] * 2
+        lines.append(f"- `{path.name}`: {len(new)} run(s) taken ({', '.join(sorted({r[1] for r in new}))}; seeds "
+                     f"{', '.join(map(str, sorted({r[2] for r in new})))}), {done[0]} of {done[1]} finished, "
+                     f"{report['elapsed_s'] / 60:.1f} min on {s['cpu']}"
+                     + (f" with one {s['gpu']}" if s.get("gpu") else "") + f", {s['jobs']} worker process(es).")
+    order = {est: i for i, est in enumerate(ESTIMATORS)}
+    key = lambda r: (r["env"], order.get(r["estimator"], len(order)), r["estimator"], r["seed"], r["iter"])  # noqa: E731
+    rows.sort(key=key)
+    train.sort(key=key)
+    settings = {**first["settings"], "estimators": sorted({r[1] for r in curves}, key=lambda e: order.get(e, 99)),
+                "seeds": len({r[2] for r in curves}), "merged": [str(p) for p, _ in reports]}
+    write_results(stem, rows, train, starts, settings, sum(r["elapsed_s"] for _, r in reports),
+                  first["load_average_start"], flags, transcripts, merged=lines + repeats)
 
 
 def env_settings(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -392,8 +479,17 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write every training rollout's steps with their advantages (phase 'train')")
     parser.add_argument("--stem", default="llm_compare")
     parser.add_argument("--quick", action="store_true", help="smoke test: Sokoban, 1 seed, 2 iterations, 3 estimators")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="run nothing: combine comparisons this script wrote (same start and settings, e.g. "
+                             "seeds run elsewhere) into <stem>.*")
     args = parser.parse_args(argv)
     given = list(argv if argv is not None else sys.argv[1:])
+    if args.merge:
+        try:
+            merge(args.merge, args.stem, " ".join(given))
+        except ValueError as exc:
+            parser.error(str(exc))
+        return 0
     args.explicit = {a.lstrip("-").split("=")[0].replace("-", "_") for a in given if a.startswith("--")}
     if args.quick:
         args.seeds, args.iters, args.eval_every, args.eval_episodes = 1, 2, 1, 32

@@ -193,3 +193,67 @@ def test_llm_compare_checks_spa_progress_model_before_the_warm_start(monkeypatch
     with pytest.raises(SystemExit) as stop:
         bench.main(["--estimators", "grpo", "spa"])
     assert stop.value.code == 2 and "progress_estimator='lm'" in capsys.readouterr().err
+
+
+def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True):
+    """A comparison's files as the script writes them: ``runs`` maps (estimator, seed) to its final success."""
+    rows, train, steps = [], [], []
+    for (est, seed), final in runs.items():
+        base = {"env": "Sokoban-Group-v0", "estimator": est, "seed": seed}
+        rows += [{**base, "iter": 0, "eval_success": start, "eval_valid": 1.0, "eval_steps": 2.0},
+                 {**base, "iter": 2, "eval_success": final, "eval_valid": 1.0, "eval_steps": 2.0}]
+        train += [{**base, "iter": i, "train_success": final, "train_valid": 1.0, "iteration_s": 1.0} for i in (1, 2)]
+        steps.append({**base, "iter": 2, "phase": "eval", "episode": 0, "t": 0, "response": f"{est}{seed}"})
+    starts = {"Sokoban-Group-v0": {"env": "Sokoban-Group-v0", "given": "start", "epochs": [],
+                                   "start": {"success_rate": start, "valid_rate": 1.0, "mean_steps": 2.0},
+                                   "settings": {"model": "tiny", "lora": 0, "precision": "float32", "groups": 1,
+                                                "group_size": 2, "iters": 2, "lr": 2e-4, "kl_coef": 0.01,
+                                                "loss_agg": "auto", "micro_batch_size": 16, "eval_episodes": 4,
+                                                "max_new_tokens": 16, "env": {"max_steps": 2}}}}
+    if transcripts:
+        steps.insert(0, {"env": "Sokoban-Group-v0", "estimator": "start", "seed": None, "iter": 0, "phase": "eval",
+                         "episode": 0, "t": 0, "response": "start"})
+    settings = {"eval_temperature": 0.4, "eval_every": 2, "transcripts": 8, "param": list(param), "train": [],
+                "grad_accum": 1, "seeds": 1, "jobs": 2, "cpu": "a CPU", "gpu": None,
+                "estimators": sorted({e for e, _ in runs})}
+    bench.write_results(stem, rows, train, starts, settings, 60.0, (1.0, 1.0, 1.0), "--stem " + stem,
+                        steps if transcripts else (), finished=(len(runs), len(runs)), echo=False)
+    return bench.RESULTS / f"{stem}.json"
+
+
+def test_llm_compare_merges_comparisons_from_the_same_start(tmp_path, monkeypatch):
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    a = _comparison(bench, "a", {("gigpo", 0): 0.5, ("grpo", 0): 0.25})
+    b = _comparison(bench, "b", {("grpo", 1): 0.75, ("gigpo", 1): 0.0, ("grpo", 0): 0.25, ("gigpo", 0): 1.0},
+                    transcripts=False)
+    assert bench.main(["--merge", str(a), str(b), "--stem", "m"]) == 0
+    report = json.loads((tmp_path / "m.json").read_text())
+    final = {(r["estimator"], r["seed"]): r["eval_success"] for r in report["rows"] if r["iter"] == 2}
+    assert final == {("grpo", 0): 0.25, ("grpo", 1): 0.75, ("gigpo", 0): 0.5, ("gigpo", 1): 0.0}  # a's repeats kept
+    assert [r["estimator"] for r in report["rows"]][::4] == ["grpo", "gigpo"]  # in the script's estimator order
+    assert len(report["train"]) == 8 and report["settings"]["seeds"] == 2 and report["elapsed_s"] == 120.0
+    md = (tmp_path / "m.md").read_text()
+    assert "| Sokoban-Group-v0 | grpo | 2 | 0.250 | 0.500 ± 0.354 | +0.250 | 1 of 2 |" in md
+    assert "| Sokoban-Group-v0 | gigpo | 2 | 0.250 | 0.250 ± 0.354 | +0.000 | 1 of 2 |" in md
+    assert "grpo seed 0 (Sokoban-Group-v0) is in b.json again: the same held-out curve." in md
+    assert "gigpo seed 0 (Sokoban-Group-v0) is in b.json again: a different held-out curve (0.250 1.000 vs 0.250 0.500" in md
+    assert "`a.json`: 2 run(s) taken" in md and "`b.json`: 2 run(s) taken" in md
+    steps = [json.loads(line) for line in (tmp_path / "m_transcripts.jsonl").read_text().splitlines()]
+    assert [s["response"] for s in steps] == ["start", "gigpo0", "grpo0"]  # b wrote no transcripts
+
+
+@pytest.mark.parametrize("change, message", [({"start": 0.5}, "another Sokoban-Group-v0 start"),
+                                             ({"param": [["norm", "none"]]}, "differ in param")])
+def test_llm_compare_merges_only_comparisons_of_the_same_start_and_settings(tmp_path, monkeypatch, capsys,
+                                                                          change, message):
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    a = _comparison(bench, "a", {("grpo", 0): 0.5})
+    b = _comparison(bench, "b", {("grpo", 1): 0.5}, **change)
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--merge", str(a), str(b), "--stem", "m"])
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "m.json").exists()
+    with pytest.raises(SystemExit):
+        bench.main(["--merge", str(tmp_path / "missing.json")])
