@@ -24,7 +24,11 @@ model over step records (prompt ids + response ids). Each row is left-padded so 
 ends at the last position; only the logits of the response positions are computed. The prompt tokens that
 every row of a batch starts with (the chat template's system turn and the task description: about 270 of
 the 500–800 prompt tokens of a Sokoban step for SmolLM2) run once, in a forward of batch one whose KV
-cache every row then attends to (:func:`shared_prefix_inputs`); the result is the same computation
+cache every row then attends to (:func:`shared_prefix_inputs`). Where prompts branch early (the search
+template puts the question before the instructions), the rows are split into clusters that share longer
+prefixes — a task group's members share their whole task — and each cluster's prefix runs once
+(:func:`prefix_clusters`, :func:`prefix_plan`: whichever embeds the fewest padded positions); the result is
+the same computation
 (log-probabilities and gradients agree with the unshared forward to float32 rounding), and the sampler
 uses the same prefill. Log-probabilities
 are taken from the temperature-scaled distribution the rollout sampled from,
@@ -59,6 +63,8 @@ __all__ = [
     "export_policy",
     "load_policy",
     "native_bf16",
+    "prefix_clusters",
+    "prefix_plan",
     "resolve_precision",
     "response_logprobs",
     "right_aligned_mask",
@@ -459,8 +465,67 @@ def shared_prefix_length(rows: Sequence[Sequence[int]], limit: int | None = None
     return max(n, 0)
 
 
+def prefix_clusters(rows: Sequence[Sequence[int]], limits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Rows partitioned into clusters that share a token prefix, chosen to save the most prefix tokens.
+
+    The batch-wide common prefix is shared by all rows; where the rows branch (e.g. after a chat template the
+    task of each group differs) the rows are split by the token they branch on, and each part shares its own,
+    longer prefix — recursively, as long as splitting saves more tokens than it costs. A cluster of ``n``
+    rows sharing ``l`` tokens saves ``(n - 1) · l`` token positions; a split's parts each repeat the parent's
+    prefix once, so it is taken only where :math:`\\sum_c (n_c - 1)\\, l_c > (n - 1)\\, l`. A row never
+    shares more than its ``limits`` entry; a row alone in its part keeps the parent's prefix.
+
+    Args:
+        rows: token ids per row.
+        limits: the most tokens each row may share (e.g. its prompt length minus one).
+
+    Returns:
+        ``(cluster, lengths)``: the cluster index of every row and the prefix length of every cluster.
+
+    Examples:
+        >>> prefix_clusters([[1, 2, 3, 4], [1, 2, 3, 5], [1, 9, 9, 9], [1, 9, 9, 8]], [3, 3, 3, 3])
+        ([0, 0, 1, 1], [3, 3])
+    """
+    if len(rows) != len(limits):
+        raise ValueError(f"{len(rows)} rows but {len(limits)} limits")
+    cap = [min(int(n), len(r)) for n, r in zip(limits, rows, strict=True)]
+    found: list[tuple[list[int], int]] = []
+
+    def common(part: list[int], start: int) -> int:
+        n = min(cap[i] for i in part)
+        first = rows[part[0]]
+        k = start
+        while k < n and all(rows[i][k] == first[k] for i in part[1:]):
+            k += 1
+        return k
+
+    def best(part: list[int], start: int) -> tuple[list[tuple[list[int], int]], int]:
+        if len(part) == 1:
+            return [(part, start)], 0
+        lcp = common(part, start)
+        here = (len(part) - 1) * lcp
+        branches: dict[int | None, list[int]] = {}
+        for i in part:
+            branches.setdefault(rows[i][lcp] if cap[i] > lcp else None, []).append(i)
+        if len(branches) == 1:  # every row stops here
+            return [(part, lcp)], here
+        split, saved = [], 0
+        for key, sub in branches.items():
+            parts, sub_saved = best(sub, lcp) if key is not None else ([(sub, lcp)], (len(sub) - 1) * lcp)
+            split += parts
+            saved += sub_saved
+        return (split, saved) if saved > here else ([(part, lcp)], here)
+
+    found, _ = best(list(range(len(rows))), 0) if rows else ([], 0)
+    cluster = [0] * len(rows)
+    for c, (part, _) in enumerate(found):
+        for i in part:
+            cluster[i] = c
+    return cluster, [length for _, length in found]
+
+
 def shared_prefix_inputs(
-    model: Any, rows: Sequence[Sequence[int]], pad_id: int, shared: int, cache: Any = None,
+    model: Any, rows: Sequence[Sequence[int]], pad_id: int, shared: int | Sequence[int], cache: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Any]:
     """Model inputs for ``rows`` whose first ``shared`` tokens are the same: that prefix runs once.
 
@@ -470,20 +535,31 @@ def shared_prefix_inputs(
     sees exactly the positions and keys it would see alone. With ``shared < MIN_SHARED_PREFIX`` nothing is
     shared and the rows are left-padded whole.
 
+    ``shared`` may instead give every row its own limit (e.g. its prompt length minus one): the rows are then
+    split into clusters that share longer prefixes (:func:`prefix_clusters`: the members of a task group
+    share their task, not only the template), the clusters' prefixes run once each, left-padded in one batch,
+    and every row attends to its cluster's cache. Where one cluster is best this is the single-prefix case.
+
     Args:
         model: the causal LM.
         rows: token ids per row.
         pad_id: padding token id.
-        shared: tokens to share (from :func:`shared_prefix_length`; each row must keep at least one more).
+        shared: tokens to share (from :func:`shared_prefix_length`; each row must keep at least one more), or
+            per row the most it may share.
         cache: the KV cache to fill (default: the model's own ``DynamicCache``).
 
     Returns:
         ``(input_ids, attention_mask, position_ids, cache)``: ``input_ids`` and ``position_ids`` for the
-        rows' remaining tokens ``[B, W]``, ``attention_mask`` ``[B, shared + W]`` (``[B, W]`` when nothing is
-        shared), and the KV cache holding the prefix per row (``cache`` as given, or None, when nothing is
-        shared).
+        rows' remaining tokens ``[B, W]``, ``attention_mask`` ``[B, P + W]`` (``[B, W]`` when nothing is
+        shared; ``P`` the longest prefix), and the KV cache holding each row's prefix (``cache`` as given, or
+        None, when nothing is shared).
     """
     device = next(model.parameters()).device
+    if not isinstance(shared, int):
+        cluster, lengths = prefix_plan(rows, shared)
+        if len(lengths) > 1:
+            return _clustered_inputs(model, rows, pad_id, cluster, lengths, cache, device)
+        shared = lengths[0] if lengths else 0
     shared = shared if shared >= MIN_SHARED_PREFIX else 0
     if shared:
         if any(len(r) <= shared for r in rows):
@@ -497,6 +573,53 @@ def shared_prefix_inputs(
     if shared:
         attn = torch.cat([attn.new_ones((len(rows), shared)), attn], dim=1)
     return ids, attn, position, cache
+
+
+def prefix_plan(rows: Sequence[Sequence[int]], limits: Sequence[int]) -> tuple[list[int], list[int]]:
+    """How :func:`shared_prefix_inputs` shares prefixes for rows with per-row ``limits``.
+
+    The forward computes every position of its padded tensors, so the plan that embeds the fewest positions
+    wins: nothing shared (``B · max_b n_b``), the batch-wide common prefix (``l + B · max_b(n_b − l)``, where
+    ``l ≥`` :data:`MIN_SHARED_PREFIX`), or the clusters of :func:`prefix_clusters` (``P · max_c l_c`` prefix
+    positions plus ``B · max_b(n_b − l_{c(b)})`` for the rest) where they save :data:`MIN_SHARED_PREFIX` more.
+
+    Returns:
+        ``(cluster, lengths)``: the cluster of each row and each cluster's prefix length; one cluster for the
+        batch-wide prefix, none (``lengths == []``) when nothing is shared.
+    """
+    if len(rows) != len(limits):
+        raise ValueError(f"{len(rows)} rows but {len(limits)} prefix limits")
+    if any(n >= len(r) for n, r in zip(limits, rows, strict=True)):
+        raise ValueError("every row needs a token after its shared prefix")
+    batch, longest = len(rows), max((len(r) for r in rows), default=0)
+    plan, cost = ([0] * batch, []), batch * longest
+    common = shared_prefix_length(rows, min(limits, default=0))
+    if common >= MIN_SHARED_PREFIX:
+        plan, cost = ([0] * batch, [common]), common + batch * (longest - common)
+    cluster, lengths = prefix_clusters(rows, limits) if batch > 1 else ([0] * batch, [0])
+    if len(lengths) > 1 and min(lengths) >= 1:
+        rest = max(len(r) - lengths[c] for r, c in zip(rows, cluster, strict=True))
+        if len(lengths) * max(lengths) + batch * rest <= cost - MIN_SHARED_PREFIX:
+            plan = cluster, lengths
+    return plan
+
+
+def _clustered_inputs(model: Any, rows: Sequence[Sequence[int]], pad_id: int, cluster: list[int],
+                      lengths: list[int], cache: Any, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """:func:`shared_prefix_inputs` with one prefix per cluster (left-padded in one batch, run once each)."""
+    first = [cluster.index(c) for c in range(len(lengths))]
+    prefix_ids, prefix_attn = left_pad([list(rows[i][:n]) for i, n in zip(first, lengths, strict=True)], pad_id)
+    prefix_ids, prefix_attn = prefix_ids.to(device), prefix_attn.to(device)
+    cache = model(input_ids=prefix_ids, attention_mask=prefix_attn,
+                  position_ids=(prefix_attn.cumsum(-1) - 1).clamp(min=0), past_key_values=cache, use_cache=True,
+                  logits_to_keep=1).past_key_values
+    index = torch.as_tensor(cluster, device=device)
+    cache.batch_select_indices(index)
+    ids, attn = left_pad([list(r[lengths[c]:]) for r, c in zip(rows, cluster, strict=True)], pad_id)
+    ids, attn = ids.to(device), attn.to(device)
+    start = torch.as_tensor(lengths, device=device)[index].unsqueeze(1)
+    position = start + (attn.cumsum(-1) - 1).clamp(min=0)
+    return ids, torch.cat([prefix_attn[index], attn], dim=1), position, cache
 
 
 def response_logprobs(
@@ -527,7 +650,7 @@ def response_logprobs(
         raise ValueError("every step needs at least one response token")
     seqs = [list(p) + list(r) for p, r in zip(prompt_ids, response_ids, strict=True)]
     # every row keeps its last prompt token: it predicts the first response token and is the step boundary
-    shared = shared_prefix_length(prompt_ids, min(len(p) for p in prompt_ids) - 1) if share_prefix else 0
+    shared = [len(p) - 1 for p in prompt_ids] if share_prefix else 0
     ids, attn, position_ids, cache = shared_prefix_inputs(model, seqs, pad_id, shared)
     width, device = ids.shape[1], ids.device
     lmax = max(resp_len)

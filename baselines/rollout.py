@@ -32,7 +32,7 @@ import torch
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers import ParseActions, PromptObservations, RecordStepBatch
 
-from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs, shared_prefix_length
+from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs
 
 __all__ = [
     "Generation",
@@ -157,8 +157,8 @@ class HFGenerator:
     """Batched sampling with a Hugging Face causal LM and its KV cache.
 
     The loop is the plain autoregressive one: one prefill of the left-padded prompts (each distinct prompt
-    once: the members of a group start from the same prompt; the tokens all prompts start with once, see
-    :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one token per step for the rows still
+    once: the members of a group start from the same prompt; the tokens prompts start with once per cluster
+    of prompts sharing them, see :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one token per step for the rows still
     generating; rows that emit eos or complete a stop string leave the batch (and
     the cache) at once. Only the sampled token's log-probability is kept,
     :math:`\\log\\operatorname{softmax}(z / T)[a]` (no full-vocabulary logits are stored), sampling has no
@@ -210,7 +210,7 @@ class HFGenerator:
         distinct: dict[tuple[int, ...], int] = {}
         copy_of = [distinct.setdefault(tuple(x), len(distinct)) for x in ids]
         prompts = [list(x) for x in distinct]
-        shared = shared_prefix_length(prompts, min(len(x) for x in prompts) - 1)
+        shared = [len(x) - 1 for x in prompts]  # each prompt keeps its last token: it predicts the first one
         try:
             with policy.autocast():
                 input_ids, attn, position, cache = shared_prefix_inputs(

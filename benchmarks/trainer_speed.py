@@ -16,8 +16,13 @@ shared machine makes wall-clock numbers vary.
     python benchmarks/trainer_speed.py --model smollm2 --lora 8 --precision bfloat16   # autocast (AMX / bf16 GPUs)
 
 The bare ``generate`` runs in the same precision as the trainer (under the policy's autocast).
-``--no-shared-prefix`` runs every row's whole prompt (no shared-prefix forward, see
-:func:`agentgym_credit.baselines.policy.shared_prefix_inputs`): the A/B baseline of that optimization.
+``--prefix`` picks how prompts share their common tokens (the A/B switch of that optimization, see
+:func:`agentgym_credit.baselines.policy.shared_prefix_inputs`): ``clusters`` (the trainer's behaviour: each set
+of prompts sharing a long prefix, e.g. a task group's, runs it once), ``batch`` (only the prefix every prompt of
+a forward shares) or ``none`` (every row's whole prompt; ``--no-shared-prefix`` is the same).
+
+    python benchmarks/trainer_speed.py --env SearchQA-Group-v0 --model smollm2 --lora 8 --precision auto \
+        --groups 2 --group-size 4 --max-steps 1 --max-new-tokens 64 --env-kwarg topk=1 --prefix batch
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import torch
 from agentgym_credit.baselines import policy as policy_module
 from agentgym_credit.baselines.policy import PRECISIONS, left_pad
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
+from agentgym_credit.cli_args import key_value
 from agentgym_credit.machine import accelerator, cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -82,11 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--num-threads", type=int, default=0)
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--name", default=None, help="result file stem (default trainer_speed_<model>)")
-    parser.add_argument("--no-shared-prefix", action="store_true",
-                        help="run every row's whole prompt (the baseline of the shared-prefix forward)")
+    parser.add_argument("--env-kwarg", action="append", type=key_value, default=[], metavar="KEY=VALUE",
+                        help="an environment argument (e.g. topk=1), as agc train --env-kwarg")
+    parser.add_argument("--prefix", choices=("clusters", "batch", "none"), default="clusters",
+                        help="prompt tokens shared per cluster of prompts (the trainer), per forward, or not at all")
+    parser.add_argument("--no-shared-prefix", action="store_true", help="the same as --prefix none")
     args = parser.parse_args(argv)
     if args.no_shared_prefix:
+        args.prefix = "none"
+    if args.prefix == "none":
         policy_module.MIN_SHARED_PREFIX = sys.maxsize
+    elif args.prefix == "batch":  # every forward's rows form one cluster: only their common prefix is shared
+        policy_module.prefix_clusters = lambda rows, limits: ([0] * len(rows), [0])
 
     import tempfile
 
@@ -95,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                          group_size=args.group_size, iters=args.iters, max_new_tokens=args.max_new_tokens,
                          estimator=args.estimator, num_threads=args.num_threads, cache_dir=args.cache_dir,
                          out_dir=tempfile.mkdtemp(prefix="trainer-speed-"), progress_bar=True,
-                         env_kwargs={"max_steps": args.max_steps} if args.max_steps else {})
+                         env_kwargs={**({"max_steps": args.max_steps} if args.max_steps else {}), **dict(args.env_kwarg)})
     trainer = Trainer(config)
     rows = []
     prompt_batches: list[list[list[int]]] = []
@@ -121,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         "groups": args.groups,
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
-        "device": str(trainer.device), "shared_prefix": not args.no_shared_prefix,
+        "device": str(trainer.device), "shared_prefix": args.prefix != "none", "prefix": args.prefix,
+        "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
                                           "steps", "distinct_rows", "mean_steps", "success_rate", "valid_rate")}
@@ -137,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
         + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}"
-        + (", no shared-prefix forward" if args.no_shared_prefix else ""),
+        + {"clusters": "", "batch": ", prefix shared per forward only", "none": ", no shared-prefix forward"}[args.prefix],
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
         + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "

@@ -12,6 +12,8 @@ from agentgym_credit.baselines.policy import (
     encode_prompts,
     load_policy,
     native_bf16,
+    prefix_clusters,
+    prefix_plan,
     resolve_precision,
     response_logprobs,
     shared_prefix_length,
@@ -174,6 +176,84 @@ def test_sampler_prefills_the_shared_prefix_once(cache_dir):
     shared = shared_prefix_length(distinct)
     assert shared >= MIN_SHARED_PREFIX
     assert seen[0] == shared and seen[1] == len(distinct) * (max(map(len, distinct)) - shared)
+    fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
+                            pad_id=policy.pad_id, temperature=0.7, share_prefix=False)
+    for b, g in enumerate(out):
+        recomputed = fwd.logprobs[b, fwd.mask.shape[1] - len(g.response_ids):].detach().numpy()
+        np.testing.assert_allclose(recomputed, g.logprobs, atol=2e-4)
+
+
+def _search_prompts(steps: int = 1) -> list[str]:
+    """Real SearchQA prompts (2 groups × 2): the question comes early, so a group shares far more than the batch."""
+    env = make_group_env("SearchQA-Group-v0", 2, 2, max_steps=steps + 1)
+    obs, _ = env.reset(seed=5)
+    out: list[str] = list(obs)
+    for _ in range(steps - 1):
+        obs, *_ = env.step(["<think>.</think><search>founded</search>"] * len(obs))
+        out += list(obs)
+    return out
+
+
+def test_prefix_clusters_split_where_it_saves_tokens():
+    rows = [[1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 7], [1, 2, 8, 8, 8, 8], [1, 2, 8, 8, 8, 9], [1, 2, 3, 4, 9, 9]]
+    cluster, lengths = prefix_clusters(rows, [5] * 5)
+    # two branches below the common [1, 2]: [3, 4, ...] (rows 0, 1, 4) and [8, 8, 8, ...] (rows 2, 3)
+    assert [lengths[c] for c in cluster] == [4, 4, 5, 5, 4] and cluster[0] == cluster[1] == cluster[4]
+    assert prefix_clusters([[1, 2, 3], [1, 2, 4], [1, 5, 6]], [2, 2, 2]) == ([0, 0, 0], [1])  # no saving in a split
+    assert prefix_clusters([[1, 2, 3, 4]], [3]) == ([0], [0])  # one row: nothing to share
+    assert prefix_clusters([[1, 2, 3], [1, 2, 3]], [1, 2]) == ([0, 0], [1])  # a row shares at most its limit
+    with pytest.raises(ValueError):
+        prefix_plan([[1, 2], [1, 3]], [2, 1])  # a row must keep a token after its prefix
+    # the plan counts padded positions: clusters win only where every row's rest gets shorter
+    long_a, long_b = [0] * 20 + [1] * 30, [0] * 20 + [2] * 30
+    rows = [long_a + [5], long_a + [6], long_b + [7], long_b + [8]]
+    assert prefix_plan(rows, [50] * 4) == ([0, 0, 1, 1], [50, 50])
+    assert prefix_plan(rows + [[0] * 20 + [3] * 40], [50] * 4 + [59]) == ([0] * 5, [20])  # a long lone row
+    assert prefix_plan([[1, 2, 3], [4, 5, 6]], [2, 2]) == ([0, 0], [])
+
+
+def test_clustered_prefix_forward_matches_the_unshared_one(cache_dir):
+    """Each task group's prompt prefix runs once (one padded batch of prefixes); results are the full rows'."""
+    policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
+    model = policy.model
+    prompts = encode_prompts(policy, _search_prompts()) * 2  # each prompt twice: two members' responses
+    rng = np.random.default_rng(1)
+    responses = [list(rng.integers(5, 200, rng.integers(1, 9))) for _ in prompts]
+    limits = [len(p) - 1 for p in prompts]
+    cluster, lengths = prefix_plan([p + r for p, r in zip(prompts, responses, strict=True)], limits)
+    assert len(lengths) == 2 and min(lengths) > shared_prefix_length(prompts) + MIN_SHARED_PREFIX
+    results = {}
+    for share in (False, True):
+        model.zero_grad(set_to_none=True)
+        seen, handle = _count_input_tokens(model)
+        fwd = response_logprobs(model, prompts, responses, pad_id=policy.pad_id, hidden=True, share_prefix=share)
+        handle.remove()
+        (fwd.logprobs.sum() + fwd.boundary_hidden.square().mean()).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        results[share] = (fwd, grads, seen)
+    (plain, g_plain, n_plain), (clustered, g_clustered, n_clustered) = results[False], results[True]
+    torch.testing.assert_close(clustered.logprobs, plain.logprobs, atol=2e-5, rtol=0)
+    torch.testing.assert_close(clustered.boundary_hidden, plain.boundary_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(clustered.last_hidden, plain.last_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(g_clustered, g_plain, atol=1e-5, rtol=1e-4)
+    rest = max(len(p) + len(r) - lengths[c] for p, r, c in zip(prompts, responses, cluster, strict=True))
+    assert n_clustered == [2 * max(lengths), len(prompts) * rest]  # each group's prefix once, then the rests
+    assert sum(n_clustered) < sum(n_plain)
+
+
+def test_sampler_prefills_each_groups_prefix_once(cache_dir):
+    """Generation from prompts of two task groups: their two prefixes run once each, the samples are exact."""
+    policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
+    texts = _search_prompts(steps=2)
+    prompts = encode_prompts(policy, texts)
+    distinct = [list(x) for x in dict.fromkeys(tuple(p) for p in prompts)]
+    cluster, lengths = prefix_plan(distinct, [len(p) - 1 for p in distinct])
+    assert len(lengths) > 1
+    seen, handle = _count_input_tokens(policy.model)
+    out = HFGenerator(policy, max_new_tokens=5, temperature=0.7).generate(texts, seed=3)
+    handle.remove()
+    rest = max(len(p) - lengths[c] for p, c in zip(distinct, cluster, strict=True))
+    assert seen[:2] == [len(lengths) * max(lengths), len(distinct) * rest]
     fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
                             pad_id=policy.pad_id, temperature=0.7, share_prefix=False)
     for b, g in enumerate(out):
