@@ -58,7 +58,7 @@ import torch
 from tqdm.auto import tqdm
 
 from agentgym_credit.baselines.losses import AGGREGATIONS
-from agentgym_credit.baselines.policy import PRECISIONS, load_policy
+from agentgym_credit.baselines.policy import PRECISIONS, load_policy, resolve_precision
 from agentgym_credit.baselines.rollout import evaluate
 from agentgym_credit.baselines.sft import SFTConfig, collect_oracle_data, sft
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer, resolve_device
@@ -313,7 +313,8 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
                   f"oracle success {rec['oracle']['oracle_success']:.2f} over {rec['oracle']['steps']:.0f} labelled "
                   f"steps, {len(rec['epochs'])} SFT epoch(s)")
         text.append(f"- **{env_id}**: model {s['model']}" + (f" + LoRA {s['lora']}" if s["lora"] else "")
-                    + f" ({s['precision']}), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
+                    + f" ({s['precision']}" + (f": {s['dtype']}" if s.get("dtype", s["precision"]) != s["precision"] else "")
+                    + f"), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
                     f"iterations at lr {s['lr']:g}, KL {s['kl_coef']:g}"
                     + ("" if s.get("loss_agg", "auto") == "auto" else f", loss {s['loss_agg']}")
                     + f", held-out tasks {s['eval_episodes']}, environment "
@@ -401,10 +402,16 @@ def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
 
 
 def env_settings(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The settings a run on ``env_id`` uses (for the report)."""
+    """The settings a run on ``env_id`` uses (for the report).
+
+    ``dtype`` is what ``precision`` resolves to on this machine ("auto" is bf16 only where the CPU or GPU has
+    native bf16), so comparisons run in different precisions do not merge.
+    """
     names = ("model", "lora", "precision", "groups", "group_size", "iters", "lr", "kl_coef", "loss_agg",
              "micro_batch_size", "eval_episodes", "max_new_tokens")
-    return {**{n: setting(env_id, args, n) for n in names}, "env": env_kwargs(env_id, args)}
+    values = {n: setting(env_id, args, n) for n in names}
+    return {**values, "dtype": resolve_precision(values["precision"], resolve_device("auto")),
+            "env": env_kwargs(env_id, args)}
 
 
 def _exit_with_parent(parent: int, interval_s: float = 2.0) -> None:

@@ -90,6 +90,21 @@ def test_llm_compare_env_settings():
     assert bench.env_kwargs("Sokoban-Group-v0", args) == {}
 
 
+def test_llm_compare_reports_the_precision_auto_resolved_to(tmp_path, monkeypatch):
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    args = bench.argparse.Namespace(model="tiny", lora=0, precision="float32", groups=1, group_size=2, iters=2,
+                                    lr=2e-4, kl_coef=0.01, loss_agg="auto", micro_batch_size=16, eval_episodes=4,
+                                    max_new_tokens=16, max_steps=8, max_solution_steps=0, explicit=set())
+    monkeypatch.setattr(bench, "resolve_precision", lambda precision, device: "bfloat16")  # a CPU with native bf16
+    settings = bench.env_settings("SearchQA-Group-v0", args)
+    assert settings["precision"] == "auto" and settings["dtype"] == "bfloat16"
+    _comparison(bench, "a", {("grpo", 0): 0.5}, dtype="bfloat16")
+    assert "model tiny (float32: bfloat16)" in (tmp_path / "a.md").read_text()
+    _comparison(bench, "b", {("grpo", 0): 0.5})
+    assert "model tiny (float32)," in (tmp_path / "b.md").read_text()
+
+
 def test_llm_compare_workers_end_with_their_parent(tmp_path):
     import subprocess
     import time
@@ -195,7 +210,7 @@ def test_llm_compare_checks_spa_progress_model_before_the_warm_start(monkeypatch
     assert stop.value.code == 2 and "progress_estimator='lm'" in capsys.readouterr().err
 
 
-def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True):
+def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype="float32"):
     """A comparison's files as the script writes them: ``runs`` maps (estimator, seed) to its final success."""
     rows, train, steps = [], [], []
     for (est, seed), final in runs.items():
@@ -209,7 +224,7 @@ def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True):
                                    "settings": {"model": "tiny", "lora": 0, "precision": "float32", "groups": 1,
                                                 "group_size": 2, "iters": 2, "lr": 2e-4, "kl_coef": 0.01,
                                                 "loss_agg": "auto", "micro_batch_size": 16, "eval_episodes": 4,
-                                                "max_new_tokens": 16, "env": {"max_steps": 2}}}}
+                                                "max_new_tokens": 16, "dtype": dtype, "env": {"max_steps": 2}}}}
     if transcripts:
         steps.insert(0, {"env": "Sokoban-Group-v0", "estimator": "start", "seed": None, "iter": 0, "phase": "eval",
                          "episode": 0, "t": 0, "response": "start"})
@@ -244,7 +259,8 @@ def test_llm_compare_merges_comparisons_from_the_same_start(tmp_path, monkeypatc
 
 
 @pytest.mark.parametrize("change, message", [({"start": 0.5}, "another Sokoban-Group-v0 start"),
-                                             ({"param": [["norm", "none"]]}, "differ in param")])
+                                             ({"param": [["norm", "none"]]}, "differ in param"),
+                                             ({"dtype": "bfloat16"}, "another Sokoban-Group-v0 settings")])
 def test_llm_compare_merges_only_comparisons_of_the_same_start_and_settings(tmp_path, monkeypatch, capsys,
                                                                           change, message):
     bench = _load("llm_compare")
