@@ -128,6 +128,30 @@ def _count_input_tokens(model) -> tuple[list[int], object]:
     return seen, handle
 
 
+def _forward_both_ways(policy, prompts, responses):
+    """``response_logprobs`` (with hidden states) and its gradients, unshared then shared: per way the forward,
+    the flattened gradient of log-probs plus hidden states, and the token counts the model embedded per call."""
+    results = []
+    for share in (False, True):
+        policy.model.zero_grad(set_to_none=True)
+        seen, handle = _count_input_tokens(policy.model)
+        fwd = response_logprobs(policy.model, prompts, responses, pad_id=policy.pad_id, hidden=True,
+                                share_prefix=share)
+        handle.remove()
+        (fwd.logprobs.sum() + fwd.boundary_hidden.square().mean()).backward()
+        grads = torch.cat([p.grad.flatten() for p in policy.model.parameters() if p.grad is not None])
+        results.append((fwd, grads, seen))
+    return results
+
+
+def _assert_same_forward(fwd, grads, reference, reference_grads):
+    """Log-probs and hidden states within 2e-5 (float32 rounding), gradients within 1e-4 relative."""
+    torch.testing.assert_close(fwd.logprobs, reference.logprobs, atol=2e-5, rtol=0)
+    torch.testing.assert_close(fwd.boundary_hidden, reference.boundary_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(fwd.last_hidden, reference.last_hidden, atol=2e-5, rtol=1e-5)
+    torch.testing.assert_close(grads, reference_grads, atol=1e-5, rtol=1e-4)
+
+
 def test_shared_prefix_length():
     assert shared_prefix_length([[1, 2, 3]]) == 0  # one row: nothing to share
     assert shared_prefix_length([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3]]) == 2
@@ -138,27 +162,15 @@ def test_shared_prefix_length():
 def test_shared_prefix_forward_matches_the_unshared_one(cache_dir):
     """The prompts' common prefix runs once; log-probs, hidden states and gradients are those of full rows."""
     policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
-    model = policy.model
     prompts = encode_prompts(policy, _sokoban_prompts())
     shared = shared_prefix_length(prompts)
     assert shared >= MIN_SHARED_PREFIX and len({tuple(p) for p in prompts}) > 4
     rng = np.random.default_rng(0)
     responses = [list(rng.integers(5, 200, rng.integers(1, 9))) for _ in prompts]
-    results = {}
-    for share in (False, True):
-        model.zero_grad(set_to_none=True)
-        seen, handle = _count_input_tokens(model)
-        fwd = response_logprobs(model, prompts, responses, pad_id=policy.pad_id, hidden=True, share_prefix=share)
-        handle.remove()
-        (fwd.logprobs.sum() + fwd.boundary_hidden.square().mean()).backward()
-        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        results[share] = (fwd, grads, sum(seen))
-    (plain, g_plain, n_plain), (shared_fwd, g_shared, n_shared) = results[False], results[True]
+    (plain, g_plain, seen_plain), (shared_fwd, g_shared, seen_shared) = _forward_both_ways(policy, prompts, responses)
+    n_plain, n_shared = sum(seen_plain), sum(seen_shared)
     assert torch.equal(plain.mask, shared_fwd.mask)
-    torch.testing.assert_close(shared_fwd.logprobs, plain.logprobs, atol=2e-5, rtol=0)
-    torch.testing.assert_close(shared_fwd.boundary_hidden, plain.boundary_hidden, atol=2e-5, rtol=1e-5)
-    torch.testing.assert_close(shared_fwd.last_hidden, plain.last_hidden, atol=2e-5, rtol=1e-5)
-    torch.testing.assert_close(g_shared, g_plain, atol=1e-5, rtol=1e-4)
+    _assert_same_forward(shared_fwd, g_shared, plain, g_plain)
     width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
     assert n_plain == len(prompts) * width
     assert n_shared == shared + len(prompts) * (width - shared)  # the prefix ran once, not once per row
@@ -215,27 +227,14 @@ def test_prefix_clusters_split_where_it_saves_tokens():
 def test_clustered_prefix_forward_matches_the_unshared_one(cache_dir):
     """Each task group's prompt prefix runs once (one padded batch of prefixes); results are the full rows'."""
     policy = load_policy("tiny", cache_dir=cache_dir, seed=0)
-    model = policy.model
     prompts = encode_prompts(policy, _search_prompts()) * 2  # each prompt twice: two members' responses
     rng = np.random.default_rng(1)
     responses = [list(rng.integers(5, 200, rng.integers(1, 9))) for _ in prompts]
     limits = [len(p) - 1 for p in prompts]
     cluster, lengths = prefix_plan([p + r for p, r in zip(prompts, responses, strict=True)], limits)
     assert len(lengths) == 2 and min(lengths) > shared_prefix_length(prompts) + MIN_SHARED_PREFIX
-    results = {}
-    for share in (False, True):
-        model.zero_grad(set_to_none=True)
-        seen, handle = _count_input_tokens(model)
-        fwd = response_logprobs(model, prompts, responses, pad_id=policy.pad_id, hidden=True, share_prefix=share)
-        handle.remove()
-        (fwd.logprobs.sum() + fwd.boundary_hidden.square().mean()).backward()
-        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
-        results[share] = (fwd, grads, seen)
-    (plain, g_plain, n_plain), (clustered, g_clustered, n_clustered) = results[False], results[True]
-    torch.testing.assert_close(clustered.logprobs, plain.logprobs, atol=2e-5, rtol=0)
-    torch.testing.assert_close(clustered.boundary_hidden, plain.boundary_hidden, atol=2e-5, rtol=1e-5)
-    torch.testing.assert_close(clustered.last_hidden, plain.last_hidden, atol=2e-5, rtol=1e-5)
-    torch.testing.assert_close(g_clustered, g_plain, atol=1e-5, rtol=1e-4)
+    (plain, g_plain, n_plain), (clustered, g_clustered, n_clustered) = _forward_both_ways(policy, prompts, responses)
+    _assert_same_forward(clustered, g_clustered, plain, g_plain)
     rest = max(len(p) + len(r) - lengths[c] for p, r, c in zip(prompts, responses, cluster, strict=True))
     assert n_clustered == [2 * max(lengths), len(prompts) * rest]  # each group's prefix once, then the rests
     assert sum(n_clustered) < sum(n_plain)
