@@ -331,6 +331,15 @@ MUST_AGREE = ("eval_temperature", "eval_every", "transcripts", "param", "train",
 per-environment settings and the SFT start must agree too)."""
 
 
+def _differences(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
+    """``key: theirs vs ours`` for each key whose values differ; a key one side lacks is "not recorded"
+    (``dtype`` is missing from comparisons written before the resolved precision was recorded)."""
+    def shown(d: dict[str, Any], key: str) -> str:
+        return repr(d[key]) if key in d else "not recorded"
+    keys = sorted(k for k in {*theirs, *ours} if theirs.get(k, ...) != ours.get(k, ...))
+    return "; ".join(f"{k}: {shown(theirs, k)} vs {shown(ours, k)}" for k in keys)
+
+
 def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
     """Combine comparisons written by this script (their ``<stem>.json``, ``<stem>_transcripts.jsonl`` beside it)
     into one report, e.g. seeds run on different machines or at different times.
@@ -359,7 +368,7 @@ def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
                 mine = kept[key] if key == "settings" else {k: kept["start"][k] for k in value}
                 if mine != value:
                     raise ValueError(f"--merge: {path.name} has another {env_id} {key} than the files before it "
-                                     f"({value} vs {mine}); only comparisons from the same start merge")
+                                     f"({_differences(value, mine)}); only comparisons from the same start merge")
     rows: list[dict[str, Any]] = []
     train: list[dict[str, Any]] = []
     transcripts: list[dict[str, Any]] = []

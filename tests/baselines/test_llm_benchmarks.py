@@ -224,7 +224,9 @@ def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype
                                    "settings": {"model": "tiny", "lora": 0, "precision": "float32", "groups": 1,
                                                 "group_size": 2, "iters": 2, "lr": 2e-4, "kl_coef": 0.01,
                                                 "loss_agg": "auto", "micro_batch_size": 16, "eval_episodes": 4,
-                                                "max_new_tokens": 16, "dtype": dtype, "env": {"max_steps": 2}}}}
+                                                "max_new_tokens": 16, "env": {"max_steps": 2}}}}
+    if dtype is not None:  # None: a comparison written before the resolved precision was recorded
+        starts["Sokoban-Group-v0"]["settings"]["dtype"] = dtype
     if transcripts:
         steps.insert(0, {"env": "Sokoban-Group-v0", "estimator": "start", "seed": None, "iter": 0, "phase": "eval",
                          "episode": 0, "t": 0, "response": "start"})
@@ -258,9 +260,13 @@ def test_llm_compare_merges_comparisons_from_the_same_start(tmp_path, monkeypatc
     assert [s["response"] for s in steps] == ["start", "gigpo0", "grpo0"]  # b wrote no transcripts
 
 
-@pytest.mark.parametrize("change, message", [({"start": 0.5}, "another Sokoban-Group-v0 start"),
+@pytest.mark.parametrize("change, message", [({"start": 0.5}, "another Sokoban-Group-v0 start than the files before "
+                                                            "it (success_rate: 0.5 vs 0.25)"),
                                              ({"param": [["norm", "none"]]}, "differ in param"),
-                                             ({"dtype": "bfloat16"}, "another Sokoban-Group-v0 settings")])
+                                             ({"dtype": "bfloat16"},
+                                              "another Sokoban-Group-v0 settings than the files before it "
+                                              "(dtype: 'bfloat16' vs 'float32')"),
+                                             ({"dtype": None}, "(dtype: not recorded vs 'float32')")])
 def test_llm_compare_merges_only_comparisons_of_the_same_start_and_settings(tmp_path, monkeypatch, capsys,
                                                                           change, message):
     bench = _load("llm_compare")
