@@ -295,7 +295,7 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
     plot(rows, starts, RESULTS / f"{stem}.png", train_rows)
     evaluation = ("greedy" if settings["eval_temperature"] == 0 else
                   f"sampled at T = {settings['eval_temperature']:g} with fixed seeds")
-    text = [f"# LLM policy: credit estimators from an SFT start", ""]
+    text = ["# LLM policy: credit estimators from an SFT start", ""]
     if merged:
         text += [f"`python benchmarks/llm_compare.py {flags}`: {len(merged)} comparisons from the same start and "
                  f"settings, combined ({elapsed / 60:.1f} min in all); {settings['seeds']} seed(s); held-out "
@@ -312,9 +312,10 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
         origin = (f"given folder {rec['given']}" if "given" in rec else
                   f"oracle success {rec['oracle']['oracle_success']:.2f} over {rec['oracle']['steps']:.0f} labelled "
                   f"steps, {len(rec['epochs'])} SFT epoch(s)")
+        dtype = s.get("dtype", s["precision"])  # what "auto" resolved to; absent from older comparisons
+        precision = s["precision"] if dtype == s["precision"] else f"{s['precision']}: {dtype}"
         text.append(f"- **{env_id}**: model {s['model']}" + (f" + LoRA {s['lora']}" if s["lora"] else "")
-                    + f" ({s['precision']}" + (f": {s['dtype']}" if s.get("dtype", s["precision"]) != s["precision"] else "")
-                    + f"), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
+                    + f" ({precision}), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
                     f"iterations at lr {s['lr']:g}, KL {s['kl_coef']:g}"
                     + ("" if s.get("loss_agg", "auto") == "auto" else f", loss {s['loss_agg']}")
                     + f", held-out tasks {s['eval_episodes']}, environment "

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
-import os
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
 
 ROOT = Path(__file__).resolve().parents[2]
 
