@@ -32,9 +32,11 @@ embeddings: $(STAMP)
 run: $(STAMP) embeddings
 	$(PY) -m agentgym_credit.cli run
 
-## make test: the whole test suite, then the documentation build in strict mode
+## make test: the whole test suite in TEST_WORKERS processes (pytest-xdist; a test file stays in one process,
+## so its module fixtures run once), then the documentation build in strict mode
+TEST_WORKERS ?= 2
 test: $(STAMP) chromium embeddings
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
 ## make chromium: headless Chromium for the leaderboard's browser test (Debian's package; apt only if absent)

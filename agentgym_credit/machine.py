@@ -10,7 +10,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["accelerator", "cpu_model", "machine_summary"]
+__all__ = ["accelerator", "cpu_flags", "cpu_has_native_bf16", "cpu_model", "machine_summary"]
 
 
 def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
@@ -22,6 +22,24 @@ def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
+    """The CPU's feature flags (Linux: the first ``flags`` line of ``cpuinfo``); empty where it cannot be read."""
+    try:
+        with open(cpuinfo) as f:
+            return frozenset(next((line for line in f if line.startswith("flags")), "").partition(":")[2].split())
+    except OSError:
+        return frozenset()
+
+
+def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
+    """Whether the CPU does bf16 arithmetic natively: AMX-BF16 or AVX512-BF16 among its :func:`cpu_flags`.
+
+    Without them PyTorch emulates bf16 on the CPU, several times slower than float32 (about 7× for the
+    MiniLM sentence encoder on a 2-core AVX2 EPYC), so bf16 only pays off where this is True.
+    """
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags(cpuinfo))
 
 
 def accelerator() -> str | None:

@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+from agentgym_credit.machine import cpu_has_native_bf16
+
 __all__ = [
     "MIN_SHARED_PREFIX",
     "PRECISIONS",
@@ -267,12 +269,7 @@ def native_bf16(device: str | torch.device = "cpu") -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "").split()
-    except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+    return cpu_has_native_bf16()
 
 
 def resolve_precision(precision: str, device: str | torch.device = "cpu") -> str:

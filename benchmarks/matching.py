@@ -53,6 +53,7 @@ from agentgym_credit.credit.matching import ExactMatcher, StateMatcher  # noqa: 
 from agentgym_credit.credit.matching.embedding import EmbeddingMatcher, range_neighbours  # noqa: E402
 from agentgym_credit.embedding import EmbeddingCache, load_sentence_model  # noqa: E402
 from agentgym_credit.envs.sokoban import ACTIONS, EpsilonOraclePolicy  # noqa: E402
+from agentgym_credit.machine import cpu_has_native_bf16  # noqa: E402
 from agentgym_credit.openvino_encoder import openvino_available  # noqa: E402
 from agentgym_credit.records import StepBatch  # noqa: E402
 
@@ -368,26 +369,43 @@ def matmul_gflop_per_token(model: object) -> float:
     return 2.0 * params / 1e9
 
 
-def speed_encoders() -> list[tuple[str, object, str]]:
-    """``(label, loaded model, precision)`` for every backend and precision available here."""
+#: Why quick mode leaves PyTorch's bf16 out on a CPU without native bf16 (the full run still times it).
+EMULATED_BF16 = ("not timed in quick mode: this CPU has no native bf16 (AMX-BF16 / AVX512-BF16), so PyTorch "
+                 "emulates it, about 7× slower than float32 (6 min of a quick run on a 2-core AVX2 EPYC); "
+                 "the full run times it")
+
+
+def speed_encoders(emulated_bf16: bool = True) -> list[tuple[str, object, str]]:
+    """``(label, loaded model, precision)`` for every backend and precision available here.
+
+    Args:
+        emulated_bf16: include PyTorch in bf16 where the CPU has no native bf16 (:func:`cpu_has_native_bf16`).
+    """
     torch_model = load_sentence_model(device="cpu", backend="torch")
-    encoders = [("torch float32", torch_model, "float32"), ("torch bfloat16", torch_model, "bfloat16")]
+    encoders = [("torch float32", torch_model, "float32")]
+    if emulated_bf16 or cpu_has_native_bf16():
+        encoders.append(("torch bfloat16", torch_model, "bfloat16"))
     if openvino_available():
         ov = load_sentence_model(device="cpu", backend="openvino")
         encoders += [("openvino float32", ov, "float32"), ("openvino bfloat16", ov, "bfloat16")]
     return encoders
 
 
-def run_speed(boards: list[str], repeats: int, seed: int) -> dict:
-    """Time matching of 128 trajectories × 50 steps over 1,000 distinct states, and FAISS alone."""
-    out: dict = {"cpu_count": os.cpu_count(), "kinds": {}}
+def run_speed(boards: list[str], repeats: int, seed: int, emulated_bf16: bool = True) -> dict:
+    """Time matching of 128 trajectories × 50 steps over 1,000 distinct states, and FAISS alone.
+
+    ``emulated_bf16=False`` leaves PyTorch's bf16 out where the CPU would emulate it (``not_timed`` says why).
+    """
+    out: dict = {"cpu_count": os.cpu_count(), "kinds": {}, "not_timed": {}}
     try:
         import torch
 
         out["torch_threads"] = torch.get_num_threads()
     except ImportError:  # pragma: no cover
         pass
-    encoders = speed_encoders()
+    encoders = speed_encoders(emulated_bf16)
+    if "torch bfloat16" not in [label for label, _, _ in encoders]:
+        out["not_timed"]["embedding:0.95 torch bfloat16"] = EMULATED_BF16
     model = encoders[0][1]
     tokenizer = getattr(model, "tokenizer", None)
     gflop_per_token = matmul_gflop_per_token(model)
@@ -570,6 +588,7 @@ def write_report(rows: list[dict], sep: list[dict], speed: dict, clean: StepBatc
                 f"{res['load_avg']:.1f} | {label} | {total:.3f} | {_fmt(encode_s)} | "
                 f"{'–' if rate != rate else f'{rate:.0f}'} | {_fmt(part.get('faiss_s', nan))} "
                 f"| {_fmt(part.get('cluster_s', nan))} |")
+    lines += [f"\n{label}: {why}." for label, why in speed.get("not_timed", {}).items()]
     lines += ["", "FAISS alone (IndexFlatIP + range search over 16 groups of ~62 precomputed embeddings): "
               + ", ".join(f"{kind} {1000 * res['faiss_only_s']:.2f} ms" for kind, res in speed["kinds"].items())
               + ".", ""]
@@ -604,7 +623,9 @@ def plot(rows: list[dict], noises: tuple[Noise, ...], matchers: tuple[str, ...],
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small run: 4 groups, 3 noise settings, 4 matchers")
+    ap.add_argument("--quick", action="store_true",
+                    help="small run: 4 groups, 3 noise settings, 4 matchers; PyTorch bf16 timed only where the CPU "
+                         "has it natively")
     ap.add_argument("--groups", type=int, default=None, help="task groups (default 16, quick 4)")
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=None, help="speed repeats (default 3, quick 1)")
@@ -632,7 +653,7 @@ def main(argv: list[str] | None = None) -> dict:
     sep = separability(clean, noises, model, args.seed)
     speed_source = collect_states("Sokoban-Group-v0", 96, 8, args.seed + 7, max_steps=50)
     boards = sorted(set(speed_source.state) | set(speed_source.next_state))
-    speed = run_speed(boards, args.repeats, args.seed)
+    speed = run_speed(boards, args.repeats, args.seed, emulated_bf16=not args.quick)
     report = write_report(rows, sep, speed, clean, args, noises, matchers)
     print(report)
     stem = "matching" if args.env == "sokoban" else f"matching_{args.env}"

@@ -82,6 +82,9 @@ def test_matching_speed_section_counts_the_arithmetic_and_every_backend():
         assert labels[2:] == ["openvino float32", "openvino bfloat16"]
     # all-MiniLM-L6-v2: 6 layers × (4 · 384² attention + 2 · 384 · 1536 feed-forward) weights, 2 FLOP each
     assert mod.matmul_gflop_per_token(encoders[0][1]) == pytest.approx(2 * 6 * (4 * 384**2 + 2 * 384 * 1536) / 1e9)
+    # quick mode leaves PyTorch's bf16 out where the CPU would emulate it
+    quick = [label for label, _, _ in mod.speed_encoders(emulated_bf16=False)]
+    assert ("torch bfloat16" in quick) == mod.cpu_has_native_bf16() and quick[0] == "torch float32"
 
 
 def test_sokoban_difficulty_tiny(tmp_path):
