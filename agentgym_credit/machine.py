@@ -13,24 +13,27 @@ from pathlib import Path
 __all__ = ["accelerator", "cpu_flags", "cpu_has_native_bf16", "cpu_model", "machine_summary"]
 
 
-def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
-    """The CPU's model name (Linux: the first ``model name`` of ``cpuinfo``), else what ``platform`` says."""
+def _cpuinfo_value(key: str, cpuinfo: str | Path) -> str | None:
+    """The value of the first ``key : value`` line of ``cpuinfo`` (Linux), or None where there is none."""
     try:
-        for line in Path(cpuinfo).read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        with open(cpuinfo) as f:
+            for line in f:
+                name, sep, value = line.partition(":")
+                if sep and name.strip() == key:
+                    return value.strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model(cpuinfo: str | Path = "/proc/cpuinfo") -> str:
+    """The CPU's model name (Linux: the first ``model name`` of ``cpuinfo``), else what ``platform`` says."""
+    return _cpuinfo_value("model name", cpuinfo) or platform.processor() or platform.machine()
 
 
 def cpu_flags(cpuinfo: str | Path = "/proc/cpuinfo") -> frozenset[str]:
     """The CPU's feature flags (Linux: the first ``flags`` line of ``cpuinfo``); empty where it cannot be read."""
-    try:
-        with open(cpuinfo) as f:
-            return frozenset(next((line for line in f if line.startswith("flags")), "").partition(":")[2].split())
-    except OSError:
-        return frozenset()
+    return frozenset((_cpuinfo_value("flags", cpuinfo) or "").split())
 
 
 def cpu_has_native_bf16(cpuinfo: str | Path = "/proc/cpuinfo") -> bool:
