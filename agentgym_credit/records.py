@@ -19,6 +19,9 @@ valid      bool      the action was well formed and admissible
 value      float64   optional: critic value of ``state`` (StepPO)
 progress   float64   optional: per-step contribution from a progress estimator (SPA)
 cost       float64   optional: positive transition cost c(s, a) (GraphGPO); unit cost if absent
+penalty    float64   optional (≥ 0): the invalid-action penalty of this step's response, charged to this
+                     row alone (verl-agent's convention): estimators subtract it from the row's own
+                     episode score and step return, never from R(τ) or from earlier steps' returns
 crashed    bool      optional (all False when not given): the trajectory was cut short by a crashed
                      worker process or a member that raised, same on every row of a trajectory;
                      ``assign_credit`` leaves such trajectories out of every group statistic and
@@ -57,7 +60,7 @@ INT_COLUMNS = ("group", "traj", "t")
 TEXT_COLUMNS = ("state", "action", "next_state")
 BOOL_COLUMNS = ("done", "success", "valid")
 REQUIRED_COLUMNS = INT_COLUMNS + TEXT_COLUMNS + ("reward",) + BOOL_COLUMNS
-OPTIONAL_COLUMNS = ("value", "progress", "cost")
+OPTIONAL_COLUMNS = ("value", "progress", "cost", "penalty")
 FLOAT_COLUMNS = ("reward",) + OPTIONAL_COLUMNS
 #: bool columns that default to all False when not given (always present on a batch)
 FLAG_COLUMNS = ("crashed",)
@@ -77,6 +80,7 @@ class Step:
         value: optional critic value of ``state``.
         progress: optional progress-estimator contribution.
         cost: optional positive transition cost.
+        penalty: optional invalid-action penalty (≥ 0) charged to this step alone.
     """
 
     state: str
@@ -87,6 +91,7 @@ class Step:
     value: float | None = None
     progress: float | None = None
     cost: float | None = None
+    penalty: float | None = None
 
 
 @dataclass
@@ -188,7 +193,8 @@ class StepBatch:
         state, action, next_state: str columns.
         reward: float column (finite).
         done, success, valid: bool columns.
-        value, progress, cost: optional float columns (``cost`` must be positive).
+        value, progress, cost, penalty: optional float columns (``cost`` must be positive, ``penalty``
+            non-negative).
         crashed: optional bool column (all False when omitted), constant per trajectory.
 
     Raises:
@@ -200,7 +206,7 @@ class StepBatch:
 
     __slots__ = (
         "group", "traj", "t", "state", "action", "next_state", "reward", "done", "success", "valid",
-        "value", "progress", "cost", "crashed", "__dict__",
+        "value", "progress", "cost", "penalty", "crashed", "__dict__",
     )
 
     def __init__(
@@ -219,6 +225,7 @@ class StepBatch:
         value: Any | None = None,
         progress: Any | None = None,
         cost: Any | None = None,
+        penalty: Any | None = None,
         crashed: Any | None = None,
     ) -> None:
         self.group = _as_int("group", group)
@@ -234,6 +241,7 @@ class StepBatch:
         self.value = None if value is None else _as_float("value", value)
         self.progress = None if progress is None else _as_float("progress", progress)
         self.cost = None if cost is None else _as_float("cost", cost)
+        self.penalty = None if penalty is None else _as_float("penalty", penalty)
         self.crashed = np.zeros(len(self.group), dtype=bool) if crashed is None else _as_bool("crashed", crashed)
         self._validate()
 
@@ -250,6 +258,11 @@ class StepBatch:
         if self.cost is not None and n and np.any(self.cost <= 0):
             bad = int(np.flatnonzero(self.cost <= 0)[0])
             raise BatchValidationError(f"column 'cost': row {bad} is {self.cost[bad]}; costs must be > 0")
+        if self.penalty is not None and n and np.any(self.penalty < 0):
+            bad = int(np.flatnonzero(self.penalty < 0)[0])
+            raise BatchValidationError(
+                f"column 'penalty': row {bad} is {self.penalty[bad]}; a penalty is the amount subtracted, give it ≥ 0"
+            )
         if n == 0:
             return
         if np.any(self.t < 0):
@@ -447,6 +460,11 @@ class StepBatch:
     def traj_return(self) -> np.ndarray:
         """Per trajectory (dense index), the sum of its rewards R(τ)."""
         return np.bincount(self.traj_index, weights=self.reward, minlength=len(self.traj_starts))
+
+    @property
+    def row_penalty(self) -> np.ndarray:
+        """Per row, the invalid-action penalty charged to it (zeros without a ``penalty`` column)."""
+        return np.zeros(len(self)) if self.penalty is None else self.penalty
 
     @property
     def episode_return(self) -> np.ndarray:

@@ -70,7 +70,7 @@ def make_group_env(
     template: str | None = None,
     history_length: int | None = None,
     penalty: float | None = None,
-    include_penalty: bool = True,
+    include_penalty: bool | str = "return",
     **env_kwargs: Any,
 ) -> RecordStepBatch:
     """The recorded, prompted, parsing group env of ``groups × group_size`` members.
@@ -83,7 +83,8 @@ def make_group_env(
         history_length: steps shown in the prompt (None: the template's default, 2 or 4 for search).
         penalty: invalid-format penalty reported by :class:`ParseActions` (default: its format's, 0.01 for
             search and 0.1 otherwise, as verl-agent's scripts set it).
-        include_penalty: record ``reward − penalty`` (the verl-agent convention) instead of the env reward.
+        include_penalty: ``"return"``: ``reward − penalty`` recorded as the step reward; ``"row"``: the penalty
+            charged to the malformed response alone (the verl-agent convention); ``False``: not recorded.
         **env_kwargs: forwarded to ``gym.make_vec`` (e.g. ``max_steps``, ``dim_room``).
     """
     import agentgym_credit  # noqa: F401  (registers the environments)
@@ -439,11 +440,12 @@ def evaluate(policy: Policy, env_id: str, episodes: int, *, seed: int = 10**9, m
 def transcript(out: Rollout, rows: Sequence[int] | None = None) -> list[dict[str, Any]]:
     """One dict per step row (all, or ``rows``): ``group``, ``traj``, ``t``, ``observation`` (what the policy was
     prompted with, before the template), ``response`` (the sampled text), ``action`` (what the environment
-    executed), ``reward``, ``valid`` and the episode's ``success``."""
+    executed), ``reward``, ``valid``, the invalid-action ``penalty`` charged to the row and the episode's
+    ``success``."""
     b = out.batch
     return [{"group": int(b.group[i]), "traj": int(b.traj[i]), "t": int(b.t[i]), "observation": b.state[i],
              "response": out.responses[i], "action": b.action[i], "reward": float(b.reward[i]),
-             "valid": bool(b.valid[i]), "success": bool(b.success[i])}
+             "valid": bool(b.valid[i]), "penalty": float(b.row_penalty[i]), "success": bool(b.success[i])}
             for i in (range(len(b)) if rows is None else rows)]
 
 

@@ -59,6 +59,7 @@ from agentgym_credit.credit import Credit, assign_credit, available_estimators
 from agentgym_credit.embedding import check_sentence_model
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers.prompting import TEMPLATES
+from agentgym_credit.wrappers.recording import PENALTY_MODES
 
 from .critic import StepCritic
 from .losses import AGGREGATIONS, LEVELS, broadcast_to_tokens, policy_loss, trajectory_weights
@@ -73,9 +74,21 @@ from .policy import (
     store_frozen_in_bf16,
 )
 from .progress import EmbeddingProgressEstimator, ProgressHead
-from .rollout import HFGenerator, Rollout, VLLMGenerator, collect_rollout, make_group_env, template_for, transcript
+from .rollout import (
+    HFGenerator,
+    Rollout,
+    VLLMGenerator,
+    collect_rollout,
+    make_group_env,
+    template_for,
+    transcript,
+)
+
+#: ``penalty_credit`` choices: the recording modes that keep the invalid-action penalty.
+PENALTY_CREDITS = tuple(m for m in PENALTY_MODES if m)
 
 __all__ = [
+    "PENALTY_CREDITS",
     "TrainConfig",
     "Trainer",
     "check_device",
@@ -126,7 +139,8 @@ class TrainConfig:
         backend: generation backend: "hf" (transformers generate) or "vllm" (GPU).
         env_kwargs: environment arguments (flag ``--env-kwarg KEY=VALUE``, e.g. max_steps=15).
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
-        invalid_penalty: penalty of malformed responses, subtracted from the step reward (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
+        invalid_penalty: penalty of malformed responses (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
+        penalty_credit: whom the penalty is charged to: "return" (subtracted from the step reward, so it lowers the trajectory's return and every earlier step's too) or "row" (the malformed response alone, as verl-agent does: its episode score and step return lose it; a weaker format signal).
         critic_lr: learning rate of the step critic (step_gae, spa unless mode=group).
         critic_steps: full-batch Adam steps of the critic's fit per iteration (a long fit tracks the last batch).
         progress_estimator: progress estimator for spa: "embedding" (MLP on sentence embeddings) or "lm" (linear head on the policy's hidden state).
@@ -170,6 +184,7 @@ class TrainConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     history_length: int | None = None
     invalid_penalty: float | None = None
+    penalty_credit: str = "return"
     critic_lr: float = 1e-3
     critic_steps: int = 5
     progress_estimator: str = "embedding"
@@ -201,6 +216,8 @@ class TrainConfig:
         resolve_precision(self.precision)
         if self.ratio_level not in LEVELS:
             raise ValueError(f"ratio_level must be one of {LEVELS}, got {self.ratio_level!r}")
+        if self.penalty_credit not in PENALTY_CREDITS:
+            raise ValueError(f"penalty_credit must be one of {PENALTY_CREDITS}, got {self.penalty_credit!r}")
         if self.loss_agg not in ("auto", *AGGREGATIONS):
             raise ValueError(f"loss_agg must be one of {('auto', *AGGREGATIONS)}, got {self.loss_agg!r}")
         if self.backend not in ("hf", "vllm"):
@@ -219,13 +236,15 @@ class TrainConfig:
 
 
 def synthetic_batch() -> StepBatch:
-    """Two groups of two 2-step trajectories (one success, one failure each), with value and progress."""
+    """Two groups of two 2-step trajectories (one success, one failure with a malformed last step each),
+    with value, progress and penalty columns."""
     n = 8
     return StepBatch(
         group=[0, 0, 0, 0, 1, 1, 1, 1], traj=[0, 0, 1, 1, 2, 2, 3, 3], t=[0, 1] * 4,
         state=["a", "b", "a", "c"] * 2, action=["x", "y", "x", "z"] * 2, next_state=["b", "d", "c", "e"] * 2,
         reward=[0.0, 10.0, 0.0, 0.0] * 2, done=[False, True] * 4, success=[True, True, False, False] * 2,
-        valid=[True] * n, value=np.linspace(0.0, 1.0, n), progress=np.linspace(0.0, 1.0, n),
+        valid=[True, True, True, False] * 2, value=np.linspace(0.0, 1.0, n), progress=np.linspace(0.0, 1.0, n),
+        penalty=[0.0, 0.0, 0.0, 0.1] * 2,
     )
 
 
@@ -377,7 +396,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
         self.env = make_group_env(config.env_id, config.groups, config.group_size, template=config.template,
                                   history_length=config.history_length, penalty=config.invalid_penalty,
-                                  include_penalty=True, **config.env_kwargs)
+                                  include_penalty=config.penalty_credit, **config.env_kwargs)
         hidden_size = int(self.policy.model.config.hidden_size)
         name = config.estimator.lower()
         self.critic = StepCritic(hidden_size, lr=config.critic_lr, steps=config.critic_steps,
@@ -763,6 +782,8 @@ def build_parser() -> argparse.ArgumentParser:
             kwargs.update(type=type(default), default=default)
         if f.name == "ratio_level":
             kwargs["choices"] = LEVELS
+        if f.name == "penalty_credit":
+            kwargs["choices"] = PENALTY_CREDITS
         if f.name == "loss_agg":
             kwargs["choices"] = ("auto", *AGGREGATIONS)
         if f.name == "backend":

@@ -363,6 +363,7 @@ def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
                 raise ValueError(f"--merge: {path.name} and {first_path.name} differ in {key} "
                                  f"({report['settings'].get(key)!r} vs {first['settings'].get(key)!r})")
         for env_id, rec in report["sft"].items():
+            rec["settings"].setdefault("penalty_credit", "return")  # the only behaviour before it was recorded
             kept = starts.setdefault(env_id, rec)
             for key, value in (("settings", rec["settings"]),
                                ("start", {k: rec["start"][k] for k in ("success_rate", "valid_rate")})):
@@ -415,12 +416,16 @@ def env_settings(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     """The settings a run on ``env_id`` uses (for the report).
 
     ``dtype`` is what ``precision`` resolves to on this machine ("auto" is bf16 only where the CPU or GPU has
-    native bf16), so comparisons run in different precisions do not merge.
+    native bf16), so comparisons run in different precisions do not merge; ``penalty_credit`` is whom the
+    invalid-action penalty is charged to (``--train penalty_credit=row`` charges it to the malformed response
+    alone, as verl-agent does; comparisons written before the choice existed charged it to the return, which
+    :func:`merge` assumes where it is not recorded).
     """
     names = ("model", "lora", "precision", "groups", "group_size", "iters", "lr", "kl_coef", "loss_agg",
              "micro_batch_size", "eval_episodes", "max_new_tokens")
     values = {n: setting(env_id, args, n) for n in names}
     return {**values, "dtype": resolve_precision(values["precision"], resolve_device("auto")),
+            "penalty_credit": dict(args.train).get("penalty_credit", TrainConfig.penalty_credit),
             "env": env_kwargs(env_id, args)}
 
 

@@ -54,7 +54,9 @@ class AttachCredit(RecordStepBatch):
     Args:
         env: a group vector env.
         estimator: a registered estimator name (``"gigpo"``, ``"graphgpo"`` …).
-        include_penalty: record ``reward − info["invalid_penalty"]``.
+        include_penalty: ``False``, ``"row"`` (the invalid-action penalty charged to its row, as
+            verl-agent does) or ``"return"`` (or ``True``: subtracted from the reward); see
+            :mod:`agentgym_credit.wrappers.recording`.
         info_keys: info keys kept per step (see :class:`RecordStepBatch`).
         value_fn: ``value_fn(batch) -> array`` of one critic value per row of a finished group's batch;
             required by estimators that need a ``value`` column (``step_gae``).
@@ -69,7 +71,7 @@ class AttachCredit(RecordStepBatch):
         ValueError: the estimator needs ``value_fn`` / ``progress_fn`` and it was not given.
     """
 
-    def __init__(self, env: VectorEnv, estimator: str = "gigpo", include_penalty: bool = False,
+    def __init__(self, env: VectorEnv, estimator: str = "gigpo", include_penalty: bool | str = False,
                  info_keys: tuple[str, ...] = (), *, value_fn: ColumnFn | None = None,
                  progress_fn: ColumnFn | None = None, keep_crashed: bool = False, **params: Any) -> None:
         needed = check_estimator(estimator, **params)

@@ -13,8 +13,12 @@ while another member was being reset. A ``reset()`` that raises
 :class:`~agentgym_credit.errors.ResetError` drops the unfinished trajectories of the members it left
 without an episode.
 
-The invalid-action penalty stays separate: ``include_penalty=True`` records
-``reward − info["invalid_penalty"]`` instead of the env reward.
+The invalid-action penalty (``info["invalid_penalty"]`` of an action-parsing wrapper) is not recorded
+by default. ``include_penalty="row"`` records it in the batch's ``penalty`` column, where the estimators
+charge it to that row alone, as the verl-agent reference does (the row's episode score and step return
+lose it; the trajectory's return and earlier steps do not). ``include_penalty="return"`` (or ``True``)
+records ``reward − invalid_penalty`` as the step's reward instead, so the penalty enters the trajectory's
+return :math:`R(\\tau)` and every earlier step's discounted return like any reward.
 """
 
 from __future__ import annotations
@@ -30,7 +34,24 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from agentgym_credit.errors import ResetError
 from agentgym_credit.records import Step, StepBatch, Trajectory
 
-__all__ = ["RecordStepBatch", "TrajectoryRecorder", "member_info"]
+__all__ = ["PENALTY_MODES", "RecordStepBatch", "TrajectoryRecorder", "check_penalty_mode", "member_info"]
+
+#: How the invalid-action penalty is recorded: not at all, charged to its row, or as part of the reward.
+PENALTY_MODES = (False, "row", "return")
+
+
+def check_penalty_mode(include_penalty: Any) -> bool | str:
+    """The recording mode of ``include_penalty`` (``True`` means ``"return"``), or a clear ``ValueError``."""
+    if include_penalty is True:
+        return "return"
+    if include_penalty is False or include_penalty is None:
+        return False
+    if isinstance(include_penalty, str) and include_penalty in PENALTY_MODES:
+        return include_penalty
+    raise ValueError(
+        f"include_penalty must be False, 'row' (the penalty charged to its row) or True/'return' "
+        f"(the penalty subtracted from the reward), got {include_penalty!r}"
+    )
 
 
 def member_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
@@ -58,13 +79,14 @@ class TrajectoryRecorder:
     """Accumulates steps per member and closes trajectories into a ``StepBatch``.
 
     Args:
-        include_penalty: record ``reward − invalid_penalty`` instead of the env reward.
+        include_penalty: ``False``, ``"row"`` (the ``penalty`` column) or ``"return"`` (or ``True``:
+            ``reward − invalid_penalty``); see the module docstring.
         info_keys: info keys to keep per step (after the step), returned by :meth:`extras`; the value
             at reset is kept as ``"<key>_before"`` of the first step.
     """
 
-    def __init__(self, include_penalty: bool = False, info_keys: tuple[str, ...] = ()) -> None:
-        self.include_penalty = include_penalty
+    def __init__(self, include_penalty: bool | str = False, info_keys: tuple[str, ...] = ()) -> None:
+        self.include_penalty = check_penalty_mode(include_penalty)
         self.info_keys = tuple(info_keys)
         self._extras: dict[tuple[int, int], dict[str, Any]] = {}
         self._before: dict[int, dict[str, Any]] = {}
@@ -89,11 +111,12 @@ class TrajectoryRecorder:
         if cur is None:
             return
         nxt = str(info.get("anchor", cur.state))
-        if self.include_penalty:
-            reward = float(reward) - float(info.get("invalid_penalty", 0.0))
+        penalty = float(info.get("invalid_penalty", 0.0)) if self.include_penalty else None
+        if self.include_penalty == "return":
+            reward, penalty = float(reward) - penalty, None
         executed = info.get("executed_action", action)
         cur.steps.append(Step(cur.state, executed if isinstance(executed, str) else repr(executed), nxt,
-                              float(reward), bool(info.get("action_valid", True))))
+                              float(reward), bool(info.get("action_valid", True)), penalty=penalty))
         cur.state = nxt
         cur.crashed |= bool(info.get("crashed", False))
         if self.info_keys:
@@ -176,11 +199,11 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
 
     Args:
         env: a group vector env (``GroupVectorEnv`` or a wrapper of one).
-        include_penalty: record ``reward − info["invalid_penalty"]``.
+        include_penalty: ``False``, ``"row"`` or ``"return"`` (or ``True``); see the module docstring.
         info_keys: info keys kept per step (see :meth:`TrajectoryRecorder.extras`).
     """
 
-    def __init__(self, env: VectorEnv, include_penalty: bool = False, info_keys: tuple[str, ...] = ()) -> None:
+    def __init__(self, env: VectorEnv, include_penalty: bool | str = False, info_keys: tuple[str, ...] = ()) -> None:
         gym.utils.RecordConstructorArgs.__init__(self, include_penalty=include_penalty, info_keys=info_keys)
         VectorWrapper.__init__(self, env)
         self.recorder = TrajectoryRecorder(include_penalty, tuple(info_keys))

@@ -1,6 +1,20 @@
 """Episode-level relative advantages over the trajectories of each task group.
 
 Shared by GRPO, RLOO, GiGPO (A^E), SALT (base advantage) and GraphGPO (A^E).
+
+Invalid-action penalties (the batch's optional ``penalty`` column) are charged to the row whose
+response was malformed, as the verl-agent reference does: the row's episode score is
+:math:`s_r = R(\\tau_r) - p_r`, and :math:`R(\\tau)` itself stays the sum of environment rewards, so a
+valid step is never blamed for a later malformed one. With statistics over step rows (the reference's)
+the scores are normalized as they are; with statistics over trajectories (the paper's) each
+trajectory counts once with the mean score of its rows, :math:`S(\\tau) = R(\\tau) - \\bar p(\\tau)`:
+
+.. math:: A_r = \\frac{s_r - \\operatorname{mean}_\\tau S(\\tau)}{F_{norm}}, \\quad
+          F_{norm}^2 = \\frac{1}{N - 1} \\sum_\\tau \\operatorname{mean}_{r \\in \\tau}
+          \\big(s_r - \\operatorname{mean}_{\\tau'} S(\\tau')\\big)^2
+
+(RLOO: :math:`A_r = s_r - \\frac{1}{N-1}\\sum_{\\tau' \\ne \\tau_r} S(\\tau')`). Without penalties both reduce
+to the formulas below.
 """
 
 from __future__ import annotations
@@ -8,11 +22,26 @@ from __future__ import annotations
 import numpy as np
 
 from agentgym_credit.credit.conventions import PAPER, check_convention, singleton_rule
-from agentgym_credit.credit.grouping import dense_ids, group_normalize, group_sums, leave_one_out
+from agentgym_credit.credit.grouping import (
+    EPS,
+    dense_ids,
+    group_means,
+    group_normalize,
+    group_sums,
+    leave_one_out,
+)
 from agentgym_credit.credit.parameters import check_choice
 from agentgym_credit.records import StepBatch
 
-__all__ = ["EPISODE_STATS", "episode_advantage", "row_episode_returns", "trajectory_groups", "trajectory_returns"]
+__all__ = [
+    "EPISODE_STATS",
+    "episode_advantage",
+    "has_penalty",
+    "row_episode_returns",
+    "row_episode_scores",
+    "trajectory_groups",
+    "trajectory_returns",
+]
 
 #: Over what the episode statistics are taken: the group's trajectories (paper) or its step rows.
 EPISODE_STATS = ("trajectory", "step")
@@ -37,6 +66,57 @@ def row_episode_returns(batch: StepBatch) -> np.ndarray:
     return trajectory_returns(batch)[batch.traj_index]
 
 
+def has_penalty(batch: StepBatch) -> bool:
+    """Whether any row of the batch carries an invalid-action penalty."""
+    return batch.penalty is not None and bool(np.any(batch.penalty > 0))
+
+
+def row_episode_scores(batch: StepBatch) -> np.ndarray:
+    """Per row, :math:`s_r = R(\\tau_r) - p_r`: the trajectory's return less the row's own penalty."""
+    return row_episode_returns(batch) - batch.row_penalty
+
+
+def _penalized_over_trajectories(batch: StepBatch, kind: str, norm: str, singleton: str) -> np.ndarray:
+    """Episode advantages with row penalties and statistics over trajectories (module docstring).
+
+    Each task group is rescaled by a power of two before its statistics, like
+    :class:`~agentgym_credit.credit.grouping.SortedGroups`, so extreme returns neither overflow nor
+    underflow on the way.
+    """
+    score = row_episode_scores(batch)
+    tid, n_traj = batch.traj_index, batch.num_trajectories
+    gid, k = trajectory_groups(batch)
+    row_gid = gid[tid]
+    largest = np.zeros(k)
+    np.maximum.at(largest, row_gid, np.abs(score))
+    exponent = np.frexp(largest)[1]
+    scaled = np.ldexp(score, -exponent[row_gid])
+    traj_score = group_means(scaled, tid, n_traj)
+    count = np.bincount(gid, minlength=k).astype(np.float64)
+    with np.errstate(over="ignore"):
+        if kind == "grpo":
+            dev = scaled - group_means(traj_score, gid, k)[row_gid]
+            if norm == "std":
+                spread = group_sums(group_means(dev * dev, tid, n_traj), gid, k) / np.maximum(count - 1.0, 1.0)
+                adv = dev / (np.sqrt(spread) + np.ldexp(EPS, -exponent))[row_gid]
+            else:
+                adv = np.ldexp(dev, exponent[row_gid])
+        else:
+            others = (group_sums(traj_score, gid, k)[row_gid] - traj_score[tid]) / np.maximum(count - 1.0, 1.0)[row_gid]
+            adv = np.ldexp(scaled - others, exponent[row_gid])
+    low = np.full(k, np.inf)
+    high = np.full(k, -np.inf)
+    np.minimum.at(low, row_gid, score)
+    np.maximum.at(high, row_gid, score)
+    adv[(low == high)[row_gid]] = 0.0
+    single = count[row_gid] == 1
+    if singleton == "identity":
+        adv[single] = score[single] / (1.0 + EPS) if kind == "grpo" and norm == "std" else score[single]
+    else:
+        adv[single] = 0.0
+    return adv
+
+
 def episode_advantage(
     batch: StepBatch,
     kind: str = "grpo",
@@ -53,7 +133,8 @@ def episode_advantage(
 
     ``convention="paper"`` takes the statistics over the group's trajectories and gives a group of
     one 0; ``"verl-agent"`` takes them over the group's step rows and gives a group of one (one step
-    row) mean 0 and std 1 (see :mod:`agentgym_credit.credit.conventions`).
+    row) mean 0 and std 1 (see :mod:`agentgym_credit.credit.conventions`). A ``penalty`` column is
+    charged to its row alone (see the module docstring).
 
     Args:
         batch: the batch.
@@ -72,10 +153,12 @@ def episode_advantage(
         stats = "trajectory" if check_convention(convention) == PAPER else "step"
     check_choice("episode_stats", stats, EPISODE_STATS)
     if stats == "trajectory":
+        if has_penalty(batch):
+            return _penalized_over_trajectories(batch, kind, norm, singleton)
         values = trajectory_returns(batch)
         gid, k = trajectory_groups(batch)
     else:
-        values = row_episode_returns(batch)
+        values = row_episode_scores(batch)
         gid, k = dense_ids(batch.group)
     if kind == "grpo":
         adv = group_normalize(values, gid, k, norm=norm, singleton=singleton)

@@ -7,7 +7,8 @@ Two levels of groups inside one task group of N trajectories:
   :math:`A^E(\\tau_i) = \\frac{R(\\tau_i) - \\operatorname{mean}(\\{R(\\tau_j)\\})}{F_{norm}(\\{R(\\tau_j)\\})}`
 * anchor-state step groups (eq. 4–6): rows of the task group whose state matches the same anchor
   :math:`\\tilde s`, each with its discounted return :math:`R_t^{(i)} = \\sum_{k=t}^T \\gamma^{k-t} r_k^{(i)}`
-  (eq. 5), and the step relative advantage (eq. 7)
+  (eq. 5; less the row's own invalid-action penalty :math:`p_t` where the batch has a ``penalty``
+  column, which verl-agent subtracts from the row's step reward), and the step relative advantage (eq. 7)
   :math:`A^S(a_t^{(i)}) = \\frac{R_t^{(i)} - \\operatorname{mean}(G^S(\\tilde s))}{F_{norm}(G^S(\\tilde s))}`
 * combined (eq. 8): :math:`A(a_t^{(i)}) = A^E(\\tau_i) + \\omega \\cdot A^S(a_t^{(i)})`.
 
@@ -29,7 +30,8 @@ step groups (difflib)       sorted distinct texts, states and next states,     r
 
 With M rows :math:`R_m` (each row carrying its trajectory's return) the reference's episode advantage is
 :math:`A^E = (R(\\tau_i) - \\operatorname{mean}_m R_m) / (\\operatorname{std}_m R_m + \\epsilon)` (long
-trajectories weigh more; GiGPO issue #138 of verl-agent). ``episode_stats`` overrides the statistics
+trajectories weigh more; GiGPO issue #138 of verl-agent). A ``penalty`` column is charged to its row alone
+in :math:`A^E` (see :mod:`agentgym_credit.credit.episode`) and :math:`A^S`. ``episode_stats`` overrides the statistics
 alone (``"trajectory"`` or ``"step"``), keeping the convention's rule for groups of one. Identical
 step returns give exactly 0 in both conventions (the reference's float32 can leave a non-zero value).
 
@@ -97,7 +99,7 @@ def gigpo(
         check_choice("episode_stats", episode_stats, EPISODE_STATS)
     m = get_matcher(matcher)
     a_e = episode_advantage(batch, "grpo", norm, convention=convention, stats=episode_stats)
-    step_return = discounted_returns(batch.reward, batch.order, batch.traj_starts, gamma)
+    step_return = discounted_returns(batch.reward, batch.order, batch.traj_starts, gamma) - batch.row_penalty
     if convention == VERL_AGENT:
         anchors = m.reference_variant().match_states(batch)
     else:

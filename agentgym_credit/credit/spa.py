@@ -16,6 +16,10 @@ and replaces the sparse reward in advantage estimation:
   :math:`R_t = \\sum_{k \\ge t} \\gamma^{k-t} r^{fused}_k`, normalized over the rows of the task group;
 * ``mode="auto"`` (default): ``"gae"`` when the batch has a ``value`` column, else ``"group"``.
 
+An invalid-action penalty in the batch's ``penalty`` column is charged to its own step: subtracted from
+the step's GAE advantage (not from the critic's target) or from its discounted return before the group
+normalization.
+
 ``"group"`` is this library's critic-free variant, not the paper's. It compares returns of steps at every depth
 of the group's trajectories with one another, and a step's discounted fused return grows with the number of
 executable steps after it (β per step), so with β > 0 earlier steps get higher advantages than later ones
@@ -88,12 +92,13 @@ def spa(
     if mode == "gae":
         if batch.value is None:
             raise MissingColumnError("spa with mode='gae' needs a 'value' column; use mode='group' without a critic")
-        adv = gae(batch, fused, batch.value, gamma, lam)
-        returns = adv + batch.value
+        env_adv = gae(batch, fused, batch.value, gamma, lam)
+        returns = env_adv + batch.value
+        adv = env_adv - batch.row_penalty
         if whiten:
             adv = batch_whiten(adv)
     elif mode == "group":
-        returns = discounted_returns(fused, batch.order, batch.traj_starts, gamma)
+        returns = discounted_returns(fused, batch.order, batch.traj_starts, gamma) - batch.row_penalty
         gid, k = dense_ids(batch.group)
         adv = group_normalize(returns, gid, k, norm=norm)
     else:

@@ -8,7 +8,8 @@ residual and the generalized advantage over interaction steps:
     \\hat A_t^{Step} = \\sum_{l=0}^{T-t} (\\gamma\\lambda)^l \\delta_{t+l}
 
 with :math:`V(s_{T+1}) = 0` after the last step. Returns are :math:`\\hat A_t + V(s_t)` (the critic's
-regression target). ``whiten=True`` standardizes the advantages across the whole batch, as the
+regression target). An invalid-action penalty in the batch's ``penalty`` column is charged to its own
+step, :math:`\\hat A_t - p_t`, and enters neither earlier steps' advantages nor the critic's target. ``whiten=True`` standardizes the advantages across the whole batch, as the
 Agent-R1 implementation does.
 
 Paper defaults: γ = 0.99, λ = 1.0.
@@ -69,8 +70,9 @@ def step_gae(batch: StepBatch, *, gamma: float = 0.99, lam: float = 1.0, whiten:
             "step_gae needs critic values: build the batch with a 'value' column "
             "(e.g. batch.with_columns(value=critic(batch)) using agentgym_credit.baselines' critic)"
         )
-    adv = gae(batch, batch.reward, batch.value, gamma, lam)
-    returns = adv + batch.value
+    env_adv = gae(batch, batch.reward, batch.value, gamma, lam)
+    returns = env_adv + batch.value
+    adv = env_adv - batch.row_penalty
     if whiten:
         adv = batch_whiten(adv)
     return Credit(adv, returns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -40,6 +41,22 @@ def test_template_flag_selects_the_prompt(tiny_config):
     prompts, _ = trainer.env.reset(seed=0)
     assert "ALFRED Embodied Environment" in prompts[0]
     trainer.env.close()
+
+
+def test_penalty_credit_is_checked_and_reaches_the_record(tiny_config):
+    with pytest.raises(ValueError, match="penalty_credit"):
+        tiny_config(penalty_credit="trajectory").validate()
+    batches = {}
+    for credit in ("row", "return"):  # the same seed samples the same rollout; only the record differs
+        trainer = Trainer(tiny_config(penalty_credit=credit))
+        trainer.iterate(0)
+        batches[credit] = trainer.last_batch
+        trainer.env.close()
+    row, ret = batches["row"], batches["return"]
+    assert row.action == ret.action and (~row.valid).any()
+    np.testing.assert_allclose(row.penalty, 0.1 * ~row.valid)  # "row": the penalty in its own column
+    assert ret.penalty is None  # "return": inside the reward
+    np.testing.assert_allclose(ret.reward, row.reward - row.penalty)
 
 
 def test_out_dir_is_refused_then_resumed_with_all_metrics(tmp_path, cache_dir, capsys):

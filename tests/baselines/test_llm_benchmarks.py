@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.baselines.logged_rows import dr_grpo_matches
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -66,11 +68,9 @@ def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     trained = [s for s in steps if s["phase"] == "train"]
     assert {(s["estimator"], s["iter"]) for s in trained} == {(e, i) for e in ("grpo", "gigpo") for i in (1, 2)}
     assert all(np.isfinite(s["advantage"]) for s in trained)
-    for s in trained:  # --param norm=none reached the runs: grpo's advantage is the return minus its group's mean
-        if s["estimator"] == "grpo":
-            group = [x for x in trained if x["estimator"] == "grpo" and x["iter"] == s["iter"] and x["group"] == s["group"]]
-            returns = {x["traj"]: sum(y["reward"] for y in group if y["traj"] == x["traj"]) for x in group}
-            assert s["advantage"] == pytest.approx(returns[s["traj"]] - np.mean(list(returns.values())), abs=1e-9)
+    # --param norm=none reached the runs: grpo's advantage is Dr. GRPO's, the penalty charged to its row
+    grpo = [s for s in trained if s["estimator"] == "grpo"]
+    assert all(dr_grpo_matches([s for s in grpo if s["iter"] == it]) for it in (1, 2))
 
 
 def test_llm_compare_env_settings():
@@ -94,10 +94,13 @@ def test_llm_compare_reports_the_precision_auto_resolved_to(tmp_path, monkeypatc
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     args = bench.argparse.Namespace(model="tiny", lora=0, precision="float32", groups=1, group_size=2, iters=2,
                                     lr=2e-4, kl_coef=0.01, loss_agg="auto", micro_batch_size=16, eval_episodes=4,
-                                    max_new_tokens=16, max_steps=8, max_solution_steps=0, explicit=set())
+                                    max_new_tokens=16, max_steps=8, max_solution_steps=0, explicit=set(), train=[])
     monkeypatch.setattr(bench, "resolve_precision", lambda precision, device: "bfloat16")  # a CPU with native bf16
     settings = bench.env_settings("SearchQA-Group-v0", args)
     assert settings["precision"] == "auto" and settings["dtype"] == "bfloat16"
+    assert settings["penalty_credit"] == "return"  # whom the invalid-action penalty is charged to is recorded
+    args.train = [("penalty_credit", "row")]
+    assert bench.env_settings("SearchQA-Group-v0", args)["penalty_credit"] == "row"
     _comparison(bench, "a", {("grpo", 0): 0.5}, dtype="bfloat16")
     assert "model tiny (float32: bfloat16)" in (tmp_path / "a.md").read_text()
     _comparison(bench, "b", {("grpo", 0): 0.5})
@@ -209,7 +212,7 @@ def test_llm_compare_checks_spa_progress_model_before_the_warm_start(monkeypatch
     assert stop.value.code == 2 and "progress_estimator='lm'" in capsys.readouterr().err
 
 
-def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype="float32"):
+def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype="float32", penalty_credit=None):
     """A comparison's files as the script writes them: ``runs`` maps (estimator, seed) to its final success."""
     rows, train, steps = [], [], []
     for (est, seed), final in runs.items():
@@ -226,6 +229,8 @@ def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype
                                                 "max_new_tokens": 16, "env": {"max_steps": 2}}}}
     if dtype is not None:  # None: a comparison written before the resolved precision was recorded
         starts["Sokoban-Group-v0"]["settings"]["dtype"] = dtype
+    if penalty_credit is not None:  # None: written before it was recorded (the penalty was charged to the return)
+        starts["Sokoban-Group-v0"]["settings"]["penalty_credit"] = penalty_credit
     if transcripts:
         steps.insert(0, {"env": "Sokoban-Group-v0", "estimator": "start", "seed": None, "iter": 0, "phase": "eval",
                          "episode": 0, "t": 0, "response": "start"})
@@ -242,7 +247,7 @@ def test_llm_compare_merges_comparisons_from_the_same_start(tmp_path, monkeypatc
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     a = _comparison(bench, "a", {("gigpo", 0): 0.5, ("grpo", 0): 0.25})
     b = _comparison(bench, "b", {("grpo", 1): 0.75, ("gigpo", 1): 0.0, ("grpo", 0): 0.25, ("gigpo", 0): 1.0},
-                    transcripts=False)
+                    transcripts=False, penalty_credit="return")  # what a, written before it was recorded, used
     assert bench.main(["--merge", str(a), str(b), "--stem", "m"]) == 0
     report = json.loads((tmp_path / "m.json").read_text())
     final = {(r["estimator"], r["seed"]): r["eval_success"] for r in report["rows"] if r["iter"] == 2}
@@ -265,7 +270,8 @@ def test_llm_compare_merges_comparisons_from_the_same_start(tmp_path, monkeypatc
                                              ({"dtype": "bfloat16"},
                                               "another Sokoban-Group-v0 settings than the files before it "
                                               "(dtype: 'bfloat16' vs 'float32')"),
-                                             ({"dtype": None}, "(dtype: not recorded vs 'float32')")])
+                                             ({"dtype": None}, "(dtype: not recorded vs 'float32')"),
+                                             ({"penalty_credit": "row"}, "(penalty_credit: 'row' vs 'return')")])
 def test_llm_compare_merges_only_comparisons_of_the_same_start_and_settings(tmp_path, monkeypatch, capsys,
                                                                           change, message):
     bench = _load("llm_compare")

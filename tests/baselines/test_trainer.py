@@ -13,6 +13,7 @@ import agentgym_credit.baselines.trainer as trainer_mod
 from agentgym_credit.baselines.policy import load_policy, response_logprobs
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer, main, train
 from agentgym_credit.credit import compute_advantages
+from tests.baselines.logged_rows import dr_grpo_matches
 
 ESTIMATORS = {
     "grpo": {},
@@ -324,7 +325,8 @@ def test_parser_types_every_optional_field_from_its_annotation():
 
 
 def test_rollout_log_holds_every_step_with_the_advantage_it_was_trained_with(tiny_config):
-    cfg = tiny_config(estimator="grpo", estimator_params={"norm": "none"}, iters=2, log_rollouts=True)
+    cfg = tiny_config(estimator="grpo", estimator_params={"norm": "none"}, iters=2, log_rollouts=True,
+                      penalty_credit="row")
     history = train(cfg)
     rows = [json.loads(x) for x in (Path(cfg.out_dir) / "rollouts.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == sorted(r["iter"] for r in rows) and {r["iter"] for r in rows} == {0, 1}
@@ -332,13 +334,10 @@ def test_rollout_log_holds_every_step_with_the_advantage_it_was_trained_with(tin
         mine = [r for r in rows if r["iter"] == it]
         assert len(mine) == round(metrics["mean_steps"] * cfg.groups * cfg.group_size)
         assert all(r["response"] and "#" in r["observation"] for r in mine)
-        # Dr. GRPO: a row's advantage is its episode's return minus the mean return of its group's episodes
-        returns: dict[tuple[int, int], float] = {}
-        for r in mine:
-            returns[r["group"], r["traj"]] = returns.get((r["group"], r["traj"]), 0.0) + r["reward"]
-        for r in mine:
-            group = [v for (g, _), v in returns.items() if g == r["group"]]
-            assert r["advantage"] == pytest.approx(returns[r["group"], r["traj"]] - np.mean(group), abs=1e-9)
+        # Dr. GRPO with the penalty charged to its row: a row's advantage is its episode's return less its
+        # own penalty, minus the mean over its group's episodes of their rows' mean score
+        assert any(r["penalty"] > 0 for r in mine) and all(r["penalty"] == 0 for r in mine if r["valid"])
+        assert dr_grpo_matches(mine)
 
 
 def test_critic_steps_reach_the_critic(tiny_config):
@@ -358,7 +357,7 @@ def test_rollout_log_holds_the_critic_values_and_progress_spa_was_given(tiny_con
     batch = trainer.last_batch
     assert [r["value"] for r in rows] == pytest.approx(batch.value.tolist())
     assert [r["progress"] for r in rows] == pytest.approx(batch.progress.tolist())
-    expect = gae(batch, fused_reward(batch), batch.value, 0.9, 0.8)
+    expect = gae(batch, fused_reward(batch), batch.value, 0.9, 0.8) - batch.row_penalty  # charged to its step
     assert [r["advantage"] for r in rows] == pytest.approx(expect.tolist(), abs=1e-9)
     trainer.env.close()
     plain = Trainer(tiny_config(estimator="grpo"))

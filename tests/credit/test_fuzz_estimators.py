@@ -97,3 +97,26 @@ def test_check_estimator_names_needed_columns_and_refuses_bad_names_and_paramete
         check_estimator("gipgo")
     with pytest.raises(TypeError, match="omegaa"):
         check_estimator("gigpo", omegaa=1.0)
+
+
+@st.composite
+def batches_with_penalties(draw) -> StepBatch:
+    batch = draw(batches(max_groups=3, max_size=4))
+    penalty = draw(st.lists(st.sampled_from([0.0, 0.0, 0.01, 0.1, 1.0]), min_size=len(batch), max_size=len(batch)))
+    return batch.with_columns(penalty=penalty)
+
+
+@FUZZ
+@given(batches_with_penalties(), st.randoms(use_true_random=False),
+       st.sampled_from([1e-300, 1.0, 1e150, 1e300]))
+def test_row_penalties_give_finite_row_order_independent_advantages(batch, rnd, scale):
+    batch = batch.with_columns(reward=batch.reward * scale)
+    perm = list(range(len(batch)))
+    rnd.shuffle(perm)
+    for name in ESTIMATORS:
+        for convention in ({"convention": "paper"}, {"convention": "verl-agent"}) if name in (
+                "grpo", "rloo", "gigpo", "salt", "graphgpo") else ({},):
+            a, b = _run(batch, name, **convention), _run(batch.take(perm), name, **convention)
+            assert (a is None) == (b is None), name
+            if a is not None:
+                np.testing.assert_allclose(b.advantages, a.advantages[perm], rtol=1e-9, atol=1e-12, err_msg=name)

@@ -50,13 +50,38 @@ def test_recording_includes_invalid_steps_and_matches_env():
 def test_penalty_is_separate_unless_asked():
     plain = RecordStepBatch(ParseActions(_vec(), penalty=0.1))
     _run(plain, seed=2)
-    pen = RecordStepBatch(ParseActions(_vec(), penalty=0.1), include_penalty=True)
-    _run(pen, seed=2)
-    a, b = plain.batch(), pen.batch()
-    assert a.action == b.action  # same seed, same rollout
+    row = RecordStepBatch(ParseActions(_vec(), penalty=0.1), include_penalty="row")
+    _run(row, seed=2)
+    ret = RecordStepBatch(ParseActions(_vec(), penalty=0.1), include_penalty=True)  # True means "return"
+    _run(ret, seed=2)
+    a, b, c = plain.batch(), row.batch(), ret.batch()
+    assert a.action == b.action == c.action  # same seed, same rollout
     malformed = np.array([x.startswith("i will") for x in a.action])
     assert malformed.any()
-    np.testing.assert_allclose(b.reward, a.reward - 0.1 * malformed)
+    assert a.penalty is None and c.penalty is None
+    np.testing.assert_array_equal(b.reward, a.reward)  # "row": the reward stays the env's
+    np.testing.assert_allclose(b.penalty, 0.1 * malformed)
+    np.testing.assert_allclose(c.reward, a.reward - 0.1 * malformed)  # "return": inside the reward
+
+
+def test_unknown_penalty_mode_is_refused():
+    with pytest.raises(ValueError, match="include_penalty"):
+        RecordStepBatch(ParseActions(_vec()), include_penalty="trajectory")
+
+
+def test_row_penalty_reaches_the_estimators_through_the_credit_wrapper():
+    env = AttachCredit(ParseActions(_vec(), penalty=0.1), "grpo", include_penalty="row", convention="verl-agent")
+    _run(env, seed=2)
+    batch, adv = env.credit_batch()
+    assert batch.penalty is not None and batch.penalty.any()
+    # verl-agent: each row's score is its trajectory's env return less its own penalty, normalized over rows
+    np.testing.assert_allclose(adv, compute_advantages(batch, "grpo", convention="verl-agent"))
+    score = batch.episode_return - batch.penalty
+    for g in np.unique(batch.group):
+        rows = batch.group == g
+        s = score[rows]
+        expected = (s - s.mean()) / (s.std(ddof=1) + 1e-6) if np.ptp(s) > 0 else np.zeros_like(s)
+        np.testing.assert_allclose(adv[rows], expected, atol=1e-12)
 
 
 @pytest.mark.parametrize("name, params", [("gigpo", {}), ("graphgpo", {"omega": 0.8}), ("salt", {"h": 2}), ("grpo", {})])
