@@ -318,6 +318,8 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
                     + f" ({precision}), {s['groups']} groups × {s['group_size']} members, {s['iters']} "
                     f"iterations at lr {s['lr']:g}, KL {s['kl_coef']:g}"
                     + ("" if s.get("loss_agg", "auto") == "auto" else f", loss {s['loss_agg']}")
+                    + ("" if s.get("penalty_credit", "return") == "return" else
+                       ", invalid-action penalty charged to its row")
                     + f", held-out tasks {s['eval_episodes']}, environment "
                     f"{json.dumps(s['env'])}. SFT start ({origin}): held-out success "
                     f"{rec['start']['success_rate']:.3f}, valid-format rate {rec['start']['valid_rate']:.3f}.")

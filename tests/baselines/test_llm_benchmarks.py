@@ -105,6 +105,9 @@ def test_llm_compare_reports_the_precision_auto_resolved_to(tmp_path, monkeypatc
     assert "model tiny (float32: bfloat16)" in (tmp_path / "a.md").read_text()
     _comparison(bench, "b", {("grpo", 0): 0.5})
     assert "model tiny (float32)," in (tmp_path / "b.md").read_text()
+    assert "penalty" not in (tmp_path / "b.md").read_text()
+    _comparison(bench, "c", {("grpo", 0): 0.5}, penalty_credit="row")
+    assert "KL 0.01, invalid-action penalty charged to its row," in (tmp_path / "c.md").read_text()
 
 
 def test_llm_compare_workers_end_with_their_parent(tmp_path):
