@@ -83,11 +83,18 @@ def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_o
     infos = search.step(["no command at all", "<answer>x</answer>"])[4]
     assert list(infos["invalid_penalty"]) == [0.01, 0.0]
     search.step(["<answer>x</answer>", "<answer>x</answer>"])  # member 0 finishes too
-    batch = search.batch()  # the trainer's record: the env reward, and the penalty charged to its row
+    batch = search.batch()  # the trainer's default record: env reward − penalty
+    assert batch.reward[~batch.valid].tolist() == [pytest.approx(-0.01)] and batch.penalty is None
+    search.close()
+    row = make_group_env("SearchQA-Group-v0", 1, 2, max_steps=1, topk=1, include_penalty="row")
+    row.reset(seed=0)
+    row.step(["no command at all", "<answer>x</answer>"])
+    row.step(["<answer>x</answer>", "<answer>x</answer>"])
+    batch = row.batch()  # --penalty-credit row: the env reward, and the penalty charged to its row
     assert batch.reward[~batch.valid].tolist() == [0.0]
     assert batch.penalty[~batch.valid].tolist() == [pytest.approx(0.01)]
     assert batch.penalty[batch.valid].tolist() == [0.0] * int(batch.valid.sum())
-    search.close()
+    row.close()
     explicit = make_group_env("SearchQA-Group-v0", 1, 1, penalty=0.1, max_steps=1, topk=1)
     explicit.reset(seed=0)
     assert list(explicit.step(["no command"])[4]["invalid_penalty"]) == [0.1]
