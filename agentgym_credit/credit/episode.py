@@ -24,6 +24,7 @@ import numpy as np
 from agentgym_credit.credit.conventions import PAPER, check_convention, singleton_rule
 from agentgym_credit.credit.grouping import (
     EPS,
+    SortedGroups,
     dense_ids,
     group_means,
     group_normalize,
@@ -79,18 +80,16 @@ def row_episode_scores(batch: StepBatch) -> np.ndarray:
 def _penalized_over_trajectories(batch: StepBatch, kind: str, norm: str, singleton: str) -> np.ndarray:
     """Episode advantages with row penalties and statistics over trajectories (module docstring).
 
-    Each task group is rescaled by a power of two before its statistics, like
-    :class:`~agentgym_credit.credit.grouping.SortedGroups`, so extreme returns neither overflow nor
-    underflow on the way.
+    Each task group is rescaled by the power of two of
+    :class:`~agentgym_credit.credit.grouping.SortedGroups` before its statistics, so extreme returns
+    neither overflow nor underflow on the way.
     """
     score = row_episode_scores(batch)
     tid, n_traj = batch.traj_index, batch.num_trajectories
     gid, k = trajectory_groups(batch)
     row_gid = gid[tid]
-    largest = np.zeros(k)
-    np.maximum.at(largest, row_gid, np.abs(score))
-    exponent = np.frexp(largest)[1]
-    scaled = np.ldexp(score, -exponent[row_gid])
+    rows = SortedGroups(score, row_gid, k)  # per task group: its power-of-two scale and whether all scores agree
+    exponent, scaled = rows.exponent, rows.scaled
     traj_score = group_means(scaled, tid, n_traj)
     count = np.bincount(gid, minlength=k).astype(np.float64)
     with np.errstate(over="ignore"):
@@ -104,11 +103,7 @@ def _penalized_over_trajectories(batch: StepBatch, kind: str, norm: str, singlet
         else:
             others = (group_sums(traj_score, gid, k)[row_gid] - traj_score[tid]) / np.maximum(count - 1.0, 1.0)[row_gid]
             adv = np.ldexp(scaled - others, exponent[row_gid])
-    low = np.full(k, np.inf)
-    high = np.full(k, -np.inf)
-    np.minimum.at(low, row_gid, score)
-    np.maximum.at(high, row_gid, score)
-    adv[(low == high)[row_gid]] = 0.0
+    adv[rows.uninformative[row_gid]] = 0.0
     single = count[row_gid] == 1
     if singleton == "identity":
         adv[single] = score[single] / (1.0 + EPS) if kind == "grpo" and norm == "std" else score[single]
