@@ -357,6 +357,16 @@ MUST_AGREE = ("eval_temperature", "eval_every", "transcripts", "param", "train",
 per-environment settings and the SFT start must agree too)."""
 
 
+def _agreeing(settings: dict[str, Any], key: str) -> Any:
+    """The value of :data:`MUST_AGREE`'s ``key`` that two comparisons must share. Of ``--train``, only the fields
+    that are not recorded per environment: those (:data:`RECORDED_TRAIN_FIELDS`) are compared there as the values
+    the runs used, whether a flag or the environment's ``"train"`` settings gave them."""
+    value = settings.get(key)
+    if key == "train":
+        value = [list(pair) for pair in value or () if pair[0] not in RECORDED_TRAIN_FIELDS]
+    return value
+
+
 def _differences(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
     """``key: theirs vs ours`` for each key whose values differ; a key one side lacks is "not recorded"
     (``dtype`` is missing from comparisons written before the resolved precision was recorded)."""
@@ -384,7 +394,7 @@ def merge(paths: Sequence[str | Path], stem: str, flags: str) -> None:
     starts: dict[str, dict[str, Any]] = {}
     for path, report in reports:
         for key in MUST_AGREE:
-            if report["settings"].get(key) != first["settings"].get(key):
+            if _agreeing(report["settings"], key) != _agreeing(first["settings"], key):
                 raise ValueError(f"--merge: {path.name} and {first_path.name} differ in {key} "
                                  f"({report['settings'].get(key)!r} vs {first['settings'].get(key)!r})")
         for env_id, rec in report["sft"].items():

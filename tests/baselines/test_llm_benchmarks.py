@@ -234,7 +234,7 @@ def test_llm_compare_checks_spa_progress_model_before_the_warm_start(monkeypatch
 
 
 def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype="float32", penalty_credit=None,
-                **recorded):
+                train_flags=(), **recorded):
     """A comparison's files as the script writes them: ``runs`` maps (estimator, seed) to its final success."""
     rows, train, steps = [], [], []
     for (est, seed), final in runs.items():
@@ -257,7 +257,7 @@ def _comparison(bench, stem, runs, start=0.25, param=(), transcripts=True, dtype
     if transcripts:
         steps.insert(0, {"env": "Sokoban-Group-v0", "estimator": "start", "seed": None, "iter": 0, "phase": "eval",
                          "episode": 0, "t": 0, "response": "start"})
-    settings = {"eval_temperature": 0.4, "eval_every": 2, "transcripts": 8, "param": list(param), "train": [],
+    settings = {"eval_temperature": 0.4, "eval_every": 2, "transcripts": 8, "param": list(param), "train": list(train_flags),
                 "grad_accum": 1, "seeds": 1, "jobs": 2, "cpu": "a CPU", "gpu": None,
                 "estimators": sorted({e for e, _ in runs})}
     bench.write_results(stem, rows, train, starts, settings, 60.0, (1.0, 1.0, 1.0), "--stem " + stem,
@@ -311,3 +311,18 @@ def test_llm_compare_merges_only_comparisons_of_the_same_start_and_settings(tmp_
     assert not (tmp_path / "m.json").exists()
     with pytest.raises(SystemExit):
         bench.main(["--merge", str(tmp_path / "missing.json")])
+
+
+def test_llm_compare_merges_a_trainer_field_given_by_flag_with_the_same_field_given_by_the_environment(
+        tmp_path, monkeypatch, capsys):
+    bench = _load("llm_compare")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    recorded = dict(penalty_credit="return", temperature=1.0, filter_groups=True, filter_max_rollouts=4)
+    by_flag = _comparison(bench, "a", {("grpo", 0): 0.5}, train_flags=[["filter_groups", True]], **recorded)
+    by_env = _comparison(bench, "b", {("grpo", 1): 0.75}, **recorded)  # the environment's "train" entry set it
+    assert bench.main(["--merge", str(by_flag), str(by_env), "--stem", "m"]) == 0
+    assert {r["seed"] for r in json.loads((tmp_path / "m.json").read_text())["rows"]} == {0, 1}
+    other = _comparison(bench, "c", {("grpo", 2): 0.5}, train_flags=[["critic_steps", 50]], **recorded)
+    with pytest.raises(SystemExit) as stop:  # a field not recorded per environment is compared as given
+        bench.main(["--merge", str(by_env), str(other), "--stem", "n"])
+    assert stop.value.code == 2 and "differ in train" in capsys.readouterr().err
