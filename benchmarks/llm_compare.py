@@ -31,7 +31,7 @@ fell; ``--train-transcripts`` adds every training rollout's steps with the advan
     python benchmarks/llm_compare.py --merge results/a.json results/b.json --stem ab   # seeds run apart, one table
 
 Seeds (or estimators) can run apart — another machine, another day, ``--seed0 K --start FOLDER`` from the same
-SFT start — and ``--merge`` combines their JSON files into one report; it refuses files whose start or settings
+SFT start (``--save-start DIR`` keeps the one a comparison trains; otherwise it is removed at the end) — and ``--merge`` combines their JSON files into one report; it refuses files whose start or settings
 differ and says whether a run present in two files reproduced the same held-out curve.
 
 An environment's entry in :data:`ENV_SETTINGS` replaces the defaults of some flags, adds environment
@@ -45,6 +45,7 @@ import csv
 import json
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -196,30 +197,32 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
 
     ``start_score`` is the start's held-out score (fixed seeds, so the same for every run: measured once).
     """
-    config = TrainConfig(**run_settings(env_id, estimator, seed, start, args), **train_overrides(env_id, args),
-                         out_dir=tempfile.mkdtemp(prefix=f"llm-compare-{estimator}-"))
-    trainer = Trainer(config)
     base = {"env": env_id, "estimator": estimator, "seed": seed}
     evals = [{**base, "iter": 0, "eval_success": start_score["success_rate"], "eval_valid": start_score["valid_rate"],
               "eval_steps": start_score["mean_steps"]}]
     train_rows: list[dict[str, Any]] = []
     transcripts: list[dict[str, Any]] = []
-    try:
-        for it in range(config.iters):
-            metrics = trainer.iterate(it)
-            if args.train_transcripts:  # numbered as the training rows: the (it + 1)-th iteration's rollout
-                transcripts += [{**base, **row, "iter": it + 1, "phase": "train"} for row in trainer.last_transcript()]
-            train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
-                               "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"],
-                               **{k: metrics[k] for k in ("rollouts", "uniform_groups", "kept_groups")}})
-            if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
-                steps: list[dict[str, Any]] = []
-                score = held_out(trainer.policy, env_id, args, steps)
-                transcripts += [{**base, "iter": it + 1, "phase": "eval", **step} for step in steps]
-                evals.append({**base, "iter": it + 1, "eval_success": score["success_rate"],
-                              "eval_valid": score["valid_rate"], "eval_steps": score["mean_steps"]})
-    finally:
-        trainer.env.close()
+    with tempfile.TemporaryDirectory(prefix=f"llm-compare-{estimator}-") as out_dir:  # the run keeps no files
+        config = TrainConfig(**run_settings(env_id, estimator, seed, start, args), **train_overrides(env_id, args),
+                             out_dir=out_dir)
+        trainer = Trainer(config)
+        try:
+            for it in range(config.iters):
+                metrics = trainer.iterate(it)
+                if args.train_transcripts:  # numbered as the training rows: the (it + 1)-th iteration's rollout
+                    transcripts += [{**base, **row, "iter": it + 1, "phase": "train"}
+                                    for row in trainer.last_transcript()]
+                train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
+                                   "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"],
+                                   **{k: metrics[k] for k in ("rollouts", "uniform_groups", "kept_groups")}})
+                if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
+                    steps: list[dict[str, Any]] = []
+                    score = held_out(trainer.policy, env_id, args, steps)
+                    transcripts += [{**base, "iter": it + 1, "phase": "eval", **step} for step in steps]
+                    evals.append({**base, "iter": it + 1, "eval_success": score["success_rate"],
+                                  "eval_valid": score["valid_rate"], "eval_steps": score["mean_steps"]})
+        finally:
+            trainer.env.close()
     return {"rows": evals, "train": train_rows, "transcripts": transcripts}
 
 
@@ -330,7 +333,7 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
         s = rec["settings"]
         origin = (f"given folder {rec['given']}" if "given" in rec else
                   f"oracle success {rec['oracle']['oracle_success']:.2f} over {rec['oracle']['steps']:.0f} labelled "
-                  f"steps, {len(rec['epochs'])} SFT epoch(s)")
+                  f"steps, {len(rec['epochs'])} SFT epoch(s)" + (f", kept in {rec['saved']}" if "saved" in rec else ""))
         dtype = s.get("dtype", s["precision"])  # what "auto" resolved to; absent from older comparisons
         precision = s["precision"] if dtype == s["precision"] else f"{s['precision']}: {dtype}"
         text.append(f"- **{env_id}**: model {s['model']}" + (f" + LoRA {s['lora']}" if s["lora"] else "")
@@ -529,6 +532,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache-dir", default=None)
     parser.add_argument("--start", default=None,
                         help="an SFT model folder to start from (skips the warm start; its held-out success is measured)")
+    parser.add_argument("--save-start", default=None, metavar="DIR",
+                        help="keep the SFT start in DIR/sft-<env id> (for --start later); by default it is trained "
+                             "in a temporary folder that is removed at the end")
     parser.add_argument("--param", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                         help="an estimator parameter for every run (agc train --param), e.g. norm=none")
     parser.add_argument("--train", action="append", type=key_value, default=[], metavar="FIELD=VALUE",
@@ -570,9 +576,24 @@ def main(argv: list[str] | None = None) -> int:
                 TrainConfig(**run_settings(env_id, est, 0, "", args), **train_overrides(env_id, args)).validate()
             except ValueError as exc:
                 parser.error(str(exc))
+    if args.save_start and args.start:
+        parser.error("--save-start keeps the SFT start this script trains; with --start there is none")
+    for env_id in args.envs if args.save_start else ():
+        if (folder := Path(args.save_start) / f"sft-{env_id}").exists() and any(folder.iterdir()):
+            parser.error(f"--save-start: {folder} exists and is not empty (another comparison's start?)")
     args.jobs = args.jobs or (os.cpu_count() or 1)
+    work = Path(args.save_start) if args.save_start else Path(tempfile.mkdtemp(prefix="llm-compare-"))
+    try:
+        return compare(args, given, work)
+    finally:
+        if not args.save_start:  # the SFT start, unless asked to keep it
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def compare(args: argparse.Namespace, given: list[str], work: Path) -> int:
+    """Warm-start (in ``work``) or load the start of every environment, run every estimator and seed, and write
+    the results (after each run, and once more at the end)."""
     began, load = time.perf_counter(), os.getloadavg()
-    work = Path(tempfile.mkdtemp(prefix="llm-compare-"))
     starts: dict[str, dict[str, Any]] = {}
     jobs: list[tuple[Any, ...]] = []
     for env_id in args.envs:
@@ -585,6 +606,8 @@ def main(argv: list[str] | None = None) -> int:
                               "start": held_out(policy, env_id, args, steps), "transcripts": steps}
         else:
             starts[env_id] = warm_start(env_id, args, folder)
+            if args.save_start:
+                starts[env_id]["saved"] = str(folder)
         starts[env_id]["settings"] = env_settings(env_id, args)
         jobs += [(env_id, est, seed, str(folder), args, starts[env_id]["start"])
                  for est in args.estimators for seed in range(args.seed0, args.seed0 + args.seeds)]

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -173,19 +174,34 @@ def test_llm_compare_refuses_a_wrong_estimator_parameter_before_any_work(capsys)
 
 
 def test_llm_compare_starts_every_seed_from_the_same_sft_start(tmp_path, monkeypatch, cache_dir):
-    """--seed0 picks the training seeds only: seed K alone repeats seed K of a comparison from the same start."""
+    """--seed0 picks the training seeds only: seed K alone repeats seed K of a comparison from the same start,
+    retrained (SFT is seeded) or kept with --save-start and given with --start; nothing else stays on disk."""
     bench = _load("llm_compare")
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
     flags = ["--estimators", "grpo", "--seeds", "1", "--iters", "1", "--groups", "1", "--group-size", "2",
              "--max-steps", "2", "--max-new-tokens", "4", "--eval-episodes", "4", "--sft-episodes", "8",
              "--sft-max-epochs", "1", "--jobs", "1", "--num-threads", "1", "--cache-dir", str(cache_dir)]
-    starts = []
-    for seed0 in (0, 1):
-        assert bench.main([*flags, "--seed0", str(seed0), "--stem", f"s{seed0}"]) == 0
-        report = json.loads((tmp_path / f"s{seed0}.json").read_text())
-        starts.append(report["sft"]["Sokoban-Group-v0"]["epochs"])
-        assert {r["seed"] for r in report["rows"]} == {seed0}
-    assert starts[0] == [{**e, "seconds": starts[0][i]["seconds"]} for i, e in enumerate(starts[1])]
+    kept = tmp_path / "start"
+    reports = []
+    for seed0, more in ((0, ["--save-start", str(kept)]), (1, []), (2, ["--start", str(kept / "sft-Sokoban-Group-v0")])):
+        assert bench.main([*flags, *more, "--seed0", str(seed0), "--stem", f"s{seed0}"]) == 0
+        reports.append(json.loads((tmp_path / f"s{seed0}.json").read_text())["sft"]["Sokoban-Group-v0"])
+        assert {r["seed"] for r in json.loads((tmp_path / f"s{seed0}.json").read_text())["rows"]} == {seed0}
+        assert not list(scratch.glob("llm-compare-*"))  # neither the runs' folders nor an unsaved start remain
+    epochs = [report["epochs"] for report in reports[:2]]
+    assert epochs[0] == [{**e, "seconds": epochs[0][i]["seconds"]} for i, e in enumerate(epochs[1])]
+    assert reports[0]["saved"] == str(kept / "sft-Sokoban-Group-v0") and "saved" not in reports[1]
+    assert f"kept in {kept / 'sft-Sokoban-Group-v0'}" in (tmp_path / "s0.md").read_text()
+    scored = ("success_rate", "valid_rate", "mean_steps")  # the kept start scores as it did when it was trained
+    assert {k: reports[2]["start"][k] for k in scored} == {k: reports[0]["start"][k] for k in scored}
+    with pytest.raises(SystemExit):  # a kept start is not overwritten
+        bench.main([*flags, "--save-start", str(kept)])
+    with pytest.raises(SystemExit):
+        bench.main([*flags, "--save-start", str(tmp_path / "other"), "--start", str(kept / "sft-Sokoban-Group-v0")])
 
 
 
