@@ -31,7 +31,8 @@ fell; ``--train-transcripts`` adds every training rollout's steps with the advan
     python benchmarks/llm_compare.py --merge results/a.json results/b.json --stem ab   # seeds run apart, one table
 
 Seeds (or estimators) can run apart — another machine, another day, ``--seed0 K --start FOLDER`` from the same
-SFT start (``--save-start DIR`` keeps the one a comparison trains; otherwise it is removed at the end) — and ``--merge`` combines their JSON files into one report; it refuses files whose start or settings
+SFT start (``--save-start DIR`` keeps the one a comparison trains; otherwise it is removed at the end) — and
+``--merge`` combines their JSON files into one report; it refuses files whose start or settings
 differ and says whether a run present in two files reproduced the same held-out curve.
 
 An environment's entry in :data:`ENV_SETTINGS` replaces the defaults of some flags, adds environment
@@ -578,9 +579,11 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(str(exc))
     if args.save_start and args.start:
         parser.error("--save-start keeps the SFT start this script trains; with --start there is none")
-    for env_id in args.envs if args.save_start else ():
-        if (folder := Path(args.save_start) / f"sft-{env_id}").exists() and any(folder.iterdir()):
-            parser.error(f"--save-start: {folder} exists and is not empty (another comparison's start?)")
+    if args.save_start:
+        for env_id in args.envs:
+            folder = Path(args.save_start) / f"sft-{env_id}"
+            if folder.is_dir() and any(folder.iterdir()):
+                parser.error(f"--save-start: {folder} exists and is not empty (another comparison's start?)")
     args.jobs = args.jobs or (os.cpu_count() or 1)
     work = Path(args.save_start) if args.save_start else Path(tempfile.mkdtemp(prefix="llm-compare-"))
     try:

@@ -189,8 +189,9 @@ def test_llm_compare_starts_every_seed_from_the_same_sft_start(tmp_path, monkeyp
     reports = []
     for seed0, more in ((0, ["--save-start", str(kept)]), (1, []), (2, ["--start", str(kept / "sft-Sokoban-Group-v0")])):
         assert bench.main([*flags, *more, "--seed0", str(seed0), "--stem", f"s{seed0}"]) == 0
-        reports.append(json.loads((tmp_path / f"s{seed0}.json").read_text())["sft"]["Sokoban-Group-v0"])
-        assert {r["seed"] for r in json.loads((tmp_path / f"s{seed0}.json").read_text())["rows"]} == {seed0}
+        report = json.loads((tmp_path / f"s{seed0}.json").read_text())
+        reports.append(report["sft"]["Sokoban-Group-v0"])
+        assert {r["seed"] for r in report["rows"]} == {seed0}
         assert not list(scratch.glob("llm-compare-*"))  # neither the runs' folders nor an unsaved start remain
     epochs = [report["epochs"] for report in reports[:2]]
     assert epochs[0] == [{**e, "seconds": epochs[0][i]["seconds"]} for i, e in enumerate(epochs[1])]
