@@ -156,14 +156,24 @@ class StopMatcher:
         return any(s in tail for s in self.stop)
 
 
+def response_text(tokenizer: Any, response_ids: Sequence[int], eos_id: int | None) -> str:
+    """The text of a sampled response as the environment receives it: a final eos dropped, every other token
+    decoded, special ones included (the tiny tokenizer's tags, ``<action>`` …, are special tokens)."""
+    shown = list(response_ids)
+    if shown and shown[-1] == eos_id:
+        shown.pop()
+    return tokenizer.decode(shown, skip_special_tokens=False)
+
+
 class HFGenerator:
     """Batched sampling with a Hugging Face causal LM and its KV cache.
 
     The loop is the plain autoregressive one: one prefill of the left-padded prompts (each distinct prompt
     once: the members of a group start from the same prompt; the tokens prompts start with once per cluster
-    of prompts sharing them, see :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one token per step for the rows still
-    generating; rows that emit eos or complete a stop string leave the batch (and
-    the cache) at once. Only the sampled token's log-probability is kept,
+    of prompts sharing them, see :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one
+    token per step for the rows still generating; rows that emit eos or complete a stop string leave the
+    batch (and the cache) at once. The cache appends in place (:mod:`~agentgym_credit.baselines.kv_cache`)
+    rather than concatenating every layer's keys and values at every token. Only the sampled token's log-probability is kept,
     :math:`\\log\\operatorname{softmax}(z / T)[a]` (no full-vocabulary logits are stored), sampling has no
     top-k / top-p truncation, and greedy decoding is ``temperature=0``.
 
@@ -204,7 +214,7 @@ class HFGenerator:
 
     def sample(self, ids: list[list[int]]) -> list[Generation]:
         """Sample a response for each tokenized prompt."""
-        from transformers import DynamicCache
+        from .kv_cache import reserved_cache
 
         policy = self.policy
         model = policy.model
@@ -217,7 +227,7 @@ class HFGenerator:
         try:
             with policy.autocast():
                 input_ids, attn, position, cache = shared_prefix_inputs(
-                    model, prompts, policy.pad_id, shared, DynamicCache(config=model.config))
+                    model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
                 return self._decode(ids, copy_of, input_ids, attn, position, cache)
         finally:
             model.train(was_training)
@@ -259,12 +269,8 @@ class HFGenerator:
             position = position + 1
             logits = model(input_ids=nxt, attention_mask=attn, position_ids=position, past_key_values=cache,
                            use_cache=True).logits[:, -1]
-        gens = []
-        for x, resp, lp in zip(ids, tokens, logps, strict=True):
-            shown = resp[:-1] if resp and resp[-1] == eos else resp  # tags may be special tokens: keep them
-            gens.append(Generation(x, resp, np.asarray(lp, dtype=np.float64),
-                                   tok.decode(shown, skip_special_tokens=False)))
-        return gens
+        return [Generation(x, resp, np.asarray(lp, dtype=np.float64), response_text(tok, resp, eos))
+                for x, resp, lp in zip(ids, tokens, logps, strict=True)]
 
 
 class VLLMGenerator:

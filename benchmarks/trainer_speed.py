@@ -20,6 +20,9 @@ The bare ``generate`` runs in the same precision as the trainer (under the polic
 :func:`agentgym_credit.baselines.policy.shared_prefix_inputs`): ``clusters`` (the trainer's behaviour: each set
 of prompts sharing a long prefix, e.g. a task group's, runs it once), ``batch`` (only the prefix every prompt of
 a forward shares) or ``none`` (every row's whole prompt; ``--no-shared-prefix`` is the same).
+``--kv-cache`` is the A/B switch of the sampler's cache: ``reserved`` (the trainer's: keys and values appended
+in place, :mod:`agentgym_credit.baselines.kv_cache`) or ``concatenating`` (Hugging Face's ``DynamicCache``,
+which copies every layer's cache at every token).
 
     python benchmarks/trainer_speed.py --env SearchQA-Group-v0 --model smollm2 --lora 8 --precision auto \
         --groups 2 --group-size 4 --max-steps 1 --max-new-tokens 64 --env-kwarg topk=1 --prefix batch
@@ -37,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agentgym_credit.baselines import kv_cache as kv_cache_module
 from agentgym_credit.baselines import policy as policy_module
 from agentgym_credit.baselines.policy import PRECISIONS, left_pad
 from agentgym_credit.baselines.trainer import TrainConfig, Trainer
@@ -93,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", choices=("clusters", "batch", "none"), default="clusters",
                         help="prompt tokens shared per cluster of prompts (the trainer), per forward, or not at all")
     parser.add_argument("--no-shared-prefix", action="store_true", help="the same as --prefix none")
+    parser.add_argument("--kv-cache", choices=("reserved", "concatenating"), default="reserved",
+                        help="the sampler's KV cache: appended in place (the trainer) or Hugging Face's DynamicCache")
     args = parser.parse_args(argv)
     if args.no_shared_prefix:
         args.prefix = "none"
@@ -100,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
         policy_module.MIN_SHARED_PREFIX = sys.maxsize
     elif args.prefix == "batch":  # every forward's rows form one cluster: only their common prefix is shared
         policy_module.prefix_clusters = lambda rows, limits: ([0] * len(rows), [0])
+    if args.kv_cache == "concatenating":
+        from transformers import DynamicCache
+
+        kv_cache_module.reserved_cache = lambda config, reserve: DynamicCache(config=config)
 
     import tempfile
 
@@ -135,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
         "device": str(trainer.device), "shared_prefix": args.prefix != "none", "prefix": args.prefix,
+        "kv_cache": args.kv_cache,
         "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
@@ -151,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     lines = [
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
         + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}"
-        + {"clusters": "", "batch": ", prefix shared per forward only", "none": ", no shared-prefix forward"}[args.prefix],
+        + {"clusters": "", "batch": ", prefix shared per forward only", "none": ", no shared-prefix forward"}[args.prefix]
+        + (", concatenating KV cache" if args.kv_cache == "concatenating" else ""),
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
         + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "

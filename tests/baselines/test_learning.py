@@ -9,9 +9,12 @@ must rise. If the update stopped following the advantages (a sign flip, advantag
 advantages lost on the way to the loss, a frozen model, log-probs of the wrong tokens), the success would not
 move or would fall.
 
-Measured with this configuration (training seed 2): sampled success 0.30 → 0.84, training success 0.38 over the
-first two iterations → 0.79 over the last four, valid-format rate ≥ 0.80 from the fourth iteration. The same run
-with training seeds 0 and 1 (other rooms): 0.39 → 0.50 and 0.17 → 0.97; seed 0 lost the format in iterations
+Measured with this configuration (training seed 2) on a 2-core AMD EPYC: sampled success 0.30 → 0.84, training
+success 0.38 over the first two iterations → 0.79 over the last four, valid-format rate ≥ 0.80 from the fourth
+iteration. On a 2-core Intel Xeon (AVX-512 kernels, other float rounding, so other sampled episodes): 0.28 → 0.83,
+training success 0.35 → 0.76, valid-format rate 0.57–0.98 per iteration and 0.80 over the last four. A healthy run's
+format rate swings by ±0.2 between iterations; a lost format falls to ≤ 0.2 (below), so the test asks ≥ 0.7 of the
+last four iterations' mean. The same run on the EPYC with training seeds 0 and 1 (other rooms): 0.39 → 0.50 and 0.17 → 0.97; seed 0 lost the format in iterations
 4–9 (valid-format rate ≤ 0.17) and recovered, so its training curve rose by 0.11 only. Seed 0 was this test's
 seed until the shared-prefix forward changed the floating-point rounding, and with it every sampled episode.
 
@@ -70,4 +73,4 @@ def test_grpo_raises_success_on_fixed_easy_rooms(partly_right_start, cache_dir, 
     # the rise must be well beyond the noise of 64 sampled episodes (std ≈ 0.06)
     assert after >= before + 0.1, (before, after, train)
     assert np.mean(train[-4:]) >= np.mean(train[:2]) + 0.15, train
-    assert np.mean(valid[-4:]) >= 0.8, valid  # learning the moves did not cost the format
+    assert np.mean(valid[-4:]) >= 0.7, valid  # learning the moves did not cost the format (lost: ≤ 0.2)

@@ -35,6 +35,25 @@ def test_trainer_speed_tiny(tmp_path, monkeypatch, cache_dir):
     assert summary["bare_generate_tokens_per_s"] > 0 and summary["ratio_trainer_over_bare"] > 0
     assert all(summary["iterations"][0][k] >= 0 for k in ("generate_s", "update_s", "iteration_s"))
     assert "ratio" in (tmp_path / "t.md").read_text()
+    assert summary["kv_cache"] == "reserved"
+
+
+def test_trainer_speed_kv_cache_switch_is_applied_and_recorded(tmp_path, monkeypatch, cache_dir):
+    from agentgym_credit.baselines import kv_cache
+
+    bench = _load("trainer_speed")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    monkeypatch.setattr(kv_cache, "reserved_cache", kv_cache.reserved_cache)  # the switch patches it: restored after
+    runs = {}
+    for cache in ("concatenating", "reserved"):
+        assert bench.main(["--groups", "1", "--group-size", "2", "--iters", "1", "--max-new-tokens", "6",
+                           "--max-steps", "2", "--num-threads", "1", "--cache-dir", str(cache_dir),
+                           "--kv-cache", cache, "--name", cache]) == 0
+        runs[cache] = json.loads((tmp_path / f"{cache}.json").read_text())
+        assert runs[cache]["kv_cache"] == cache
+    for key in ("response_tokens", "steps", "mean_steps", "valid_rate"):  # the same seeds, the same rollout
+        assert runs["concatenating"]["iterations"][0][key] == runs["reserved"]["iterations"][0][key]
+    assert "concatenating KV cache" in (tmp_path / "concatenating.md").read_text().splitlines()[0]
 
 
 def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
