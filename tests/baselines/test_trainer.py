@@ -467,3 +467,17 @@ def test_an_update_without_signal_leaves_the_weights_and_the_optimizer_alone(tin
     other = with_kl.rollout(0)
     assert with_kl.update(other, np.zeros(len(other)))["optimizer_steps"] >= 1
     with_kl.env.close()
+
+
+def test_old_logprobs_are_the_samplers_with_hf_and_recomputed_by_the_trained_model_with_vllm(tiny_config):
+    trainer = Trainer(tiny_config(max_new_tokens=6))
+    rollout = trainer.rollout(0)
+    assert trainer.old_logprobs(rollout) is rollout.old_logprobs  # HF: the sampler's are the trainer's own
+    sampled = [np.asarray(x, dtype=np.float64) for x in rollout.old_logprobs]
+    rollout.old_logprobs[:] = [np.full_like(x, -9.0) for x in sampled]  # as if another engine had sampled them
+    trainer.config.backend = "vllm"  # the vLLM path without vLLM: only which log-probs the ratio starts from
+    recomputed = trainer.old_logprobs(rollout)
+    assert len(recomputed) == len(rollout)
+    for ours, theirs in zip(recomputed, sampled, strict=True):
+        np.testing.assert_allclose(ours.numpy(), theirs, atol=1e-5)  # the model's own log-probs, not -9
+    trainer.env.close()
