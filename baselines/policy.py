@@ -74,6 +74,7 @@ __all__ = [
     "shared_prefix_length",
     "step_hidden_states",
     "store_frozen_in_bf16",
+    "attach_lora",
 ]
 
 TINY_SPECIAL_TOKENS = ("<|pad|>", "<|endoftext|>")
@@ -369,6 +370,18 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
         model.unmerge_adapter()
         for p, data in low:
             p.data = data
+
+
+def attach_lora(policy: Policy, rank: int) -> None:
+    """Wrap the policy's model with a peft LoRA adapter of ``rank`` on every linear layer (alpha = 2 · rank, no
+    dropout), the trainer's ``--lora``; in bf16 the frozen base is stored in bf16 (:func:`store_frozen_in_bf16`)."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                      task_type="CAUSAL_LM")
+    policy.model = get_peft_model(policy.model, lora)
+    if policy.precision == "bfloat16":  # the frozen base never changes: no per-call bf16 cast
+        store_frozen_in_bf16(policy.model)
 
 
 def store_frozen_in_bf16(model: Any) -> int:

@@ -69,12 +69,12 @@ from .losses import AGGREGATIONS, LEVELS, broadcast_to_tokens, policy_loss, traj
 from .policy import (
     PRECISIONS,
     StepForward,
+    attach_lora,
     export_policy,
     load_policy,
     resolve_precision,
     response_logprobs,
     step_hidden_states,
-    store_frozen_in_bf16,
 )
 from .progress import EmbeddingProgressEstimator, ProgressHead
 from .rollout import (
@@ -416,13 +416,7 @@ class Trainer:
         else:
             self.generator = HFGenerator(self.policy, config.max_new_tokens, config.temperature)
         if config.lora:
-            from peft import LoraConfig, get_peft_model
-
-            lora = LoraConfig(r=config.lora, lora_alpha=2 * config.lora, lora_dropout=0.0,
-                              target_modules="all-linear", task_type="CAUSAL_LM")
-            self.policy.model = get_peft_model(self.policy.model, lora)
-            if self.policy.precision == "bfloat16":  # the frozen base never changes: no per-call bf16 cast
-                store_frozen_in_bf16(self.policy.model)
+            attach_lora(self.policy, config.lora)
         self.reference = None
         if config.kl_coef and not config.lora:  # with LoRA the reference is the base model (adapter off)
             self.reference = copy.deepcopy(self.policy.model).eval().requires_grad_(False)

@@ -31,7 +31,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from agentgym_credit.baselines.policy import PRECISIONS, load_policy, resolve_precision, response_logprobs
+from agentgym_credit.baselines.policy import (
+    PRECISIONS,
+    attach_lora,
+    load_policy,
+    resolve_precision,
+    response_logprobs,
+)
 from agentgym_credit.baselines.rollout import HFGenerator, VLLMGenerator, collect_rollout, make_group_env
 from agentgym_credit.baselines.trainer import check_device, resolve_device
 from agentgym_credit.cli_args import key_value
@@ -108,8 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--env-kwarg", action="append", type=key_value, default=[], metavar="KEY=VALUE")
+    parser.add_argument("--lora", type=int, default=0,
+                        help="LoRA rank: the sync check moves only the adapter, merged into the engine's weights")
     parser.add_argument("--perturb", type=float, default=0.02,
-                        help="std of the noise added to every weight before the sync check")
+                        help="std of the noise added to every trained weight before the sync check")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-threads", type=int, default=0)
     parser.add_argument("--cache-dir", default=None)
@@ -135,9 +143,12 @@ def main(argv: list[str] | None = None) -> int:
         hf_out, hf_s = timed(HFGenerator(policy, args.max_new_tokens, 1.0), batches, args.seed)
         vllm_out, vllm_s = timed(engine, batches, args.seed)
         checks = {"initial": agreement(policy, engine, vllm_out, batches, args.max_new_tokens)}
+        if args.lora:  # vLLM serves the base; the trainer trains an adapter that the sync merges in
+            attach_lora(policy, args.lora)
         with torch.no_grad():
             for weight in policy.model.parameters():
-                weight.add_(torch.randn_like(weight) * args.perturb)
+                if weight.requires_grad:
+                    weight.add_(torch.randn_like(weight) * args.perturb)
         start = time.perf_counter()
         engine.sync_weights(policy.model)
         sync_s = time.perf_counter() - start
@@ -147,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_tokens = sum(len(g.response_ids) for g in hf_out)
     vllm_tokens = sum(len(g.response_ids) for g in vllm_out)
     summary = {
-        "env": args.env, "model": args.model, "precision": policy.precision, "device": str(device),
+        "env": args.env, "model": args.model, "lora": args.lora, "precision": policy.precision, "device": str(device),
         "cpu": cpu_model(), "gpu": accelerator(), "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
         "prompts": sum(len(b) for b in batches), "batches": len(batches), "max_new_tokens": args.max_new_tokens,
         "hf_tokens": hf_tokens, "hf_s": hf_s, "hf_tokens_per_s": hf_tokens / hf_s,
@@ -163,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     (results / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     where = f"one {summary['gpu']}" if device.type == "cuda" else f"{summary['threads']} thread(s) of {summary['cpu']}"
     lines = [
-        f"# vLLM against Hugging Face sampling: {args.env}, model {args.model}, {policy.precision}, {where}",
+        f"# vLLM against Hugging Face sampling: {args.env}, model {args.model}"
+        + (f" + LoRA {args.lora}" if args.lora else "") + f", {policy.precision}, {where}",
         "",
         f"`python benchmarks/vllm_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`: "
         f"{summary['prompts']} prompts of one rollout in {summary['batches']} batches, up to {args.max_new_tokens} "
@@ -179,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         f"vLLM / Hugging Face: **{summary['speedup_vllm_over_hf']:.2f} ×**; vLLM's start-up {startup_s:.1f} s, "
         f"a weight sync {sync_s:.2f} s.",
         "",
-        "| check | initial weights | after moving every weight (std "
-        f"{args.perturb}) and `sync_weights` |",
+        "| check | initial weights | after moving every "
+        + (f"LoRA {args.lora} adapter weight" if args.lora else "weight") + f" (std {args.perturb}) and `sync_weights` |",
         "|---|---:|---:|",
         f"| max \\|log-prob gap\\| on vLLM's tokens | {checks['initial']['max_logprob_gap']:.2e} | "
         f"{checks['after_sync']['max_logprob_gap']:.2e} |",

@@ -34,11 +34,14 @@ def _run(python: Path, args: list[str], tmp_path: Path) -> subprocess.CompletedP
     return subprocess.run([str(python), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.parametrize("lora", [0, 4])
 def test_vllm_sampler_gives_the_trainers_logprobs_and_greedy_responses_before_and_after_a_weight_sync(
-        vllm_python, tmp_path, cache_dir):
+        lora, vllm_python, tmp_path, cache_dir):
+    # with LoRA the engine serves the base model and the sync merges the moved adapter into it
     done = _run(vllm_python, ["benchmarks/vllm_speed.py", "--model", "tiny", "--device", "cpu", "--groups", "2",
                               "--group-size", "2", "--max-new-tokens", "12", "--env-kwarg", "max_steps=3",
-                              "--cache-dir", str(cache_dir), "--results", str(tmp_path), "--name", "v"], tmp_path)
+                              "--lora", str(lora), "--perturb", "0.05", "--cache-dir", str(cache_dir),
+                              "--results", str(tmp_path), "--name", "v"], tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads((tmp_path / "v.json").read_text())
     assert summary["prompts"] >= 4 and summary["vllm_tokens"] > 0 and summary["hf_tokens"] > 0
@@ -47,7 +50,7 @@ def test_vllm_sampler_gives_the_trainers_logprobs_and_greedy_responses_before_an
         assert summary[f"{when}_max_logprob_gap"] < 1e-3, summary
         assert summary[f"{when}_greedy_agreement"] == 1.0, summary
     assert summary["responses_changed_by_sync"] > 0.5  # the engine samples from the synced weights
-    assert "| vLLM (`VLLMGenerator`" in (tmp_path / "v.md").read_text()
+    assert summary["lora"] == lora and "| vLLM (`VLLMGenerator`" in (tmp_path / "v.md").read_text()
 
 
 def test_agc_train_with_the_vllm_backend_on_the_cpu(vllm_python, tmp_path, cache_dir):
