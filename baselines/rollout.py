@@ -346,9 +346,16 @@ class VLLMGenerator:
         return gens
 
     def sample(self, ids: list[list[int]], seed: int | None = None) -> list[Generation]:
-        """Sample a response for each tokenized prompt."""
-        params = self.params.clone()
-        params.seed = seed
+        """Sample a response for each tokenized prompt.
+
+        A seed is one generator per request in vLLM: every request gets its own (derived from ``seed`` and its
+        place in the batch), or the members of a group, which share a prompt, would all write the same response.
+        """
+        params = []
+        for i in range(len(ids)):
+            one = self.params.clone()
+            one.seed = None if seed is None else (seed * 1_000_003 + i) % 2**63
+            params.append(one)
         outputs = self.llm.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
         gens = []
         for x, out in zip(ids, outputs, strict=True):

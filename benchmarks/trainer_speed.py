@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", choices=("clusters", "batch", "none"), default="clusters",
                         help="prompt tokens shared per cluster of prompts (the trainer), per forward, or not at all")
     parser.add_argument("--no-shared-prefix", action="store_true", help="the same as --prefix none")
+    parser.add_argument("--backend", choices=("hf", "vllm"), default="hf",
+                        help="the trainer's sampler (vllm: in an environment with vLLM, e.g. .venv-vllm on a CPU)")
     parser.add_argument("--kv-cache", choices=("reserved", "concatenating"), default="reserved",
                         help="the sampler's KV cache: appended in place (the trainer) or Hugging Face's DynamicCache")
     args = parser.parse_args(argv)
@@ -114,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     import tempfile
 
     load_before = os.getloadavg()
-    config = TrainConfig(env_id=args.env, model=args.model, lora=args.lora, precision=args.precision, groups=args.groups,
+    config = TrainConfig(env_id=args.env, model=args.model, lora=args.lora, precision=args.precision, backend=args.backend,
+                         groups=args.groups,
                          group_size=args.group_size, iters=args.iters, max_new_tokens=args.max_new_tokens,
                          estimator=args.estimator, num_threads=args.num_threads, cache_dir=args.cache_dir,
                          out_dir=tempfile.mkdtemp(prefix="trainer-speed-"), progress_bar=True,
@@ -145,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
         "device": str(trainer.device), "shared_prefix": args.prefix != "none", "prefix": args.prefix,
-        "kv_cache": args.kv_cache,
+        "kv_cache": args.kv_cache, "backend": args.backend,
         "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
@@ -163,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         f"# Trainer speed: {args.env}, {args.groups} groups x {args.group_size}, model {args.model}"
         + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}"
         + {"clusters": "", "batch": ", prefix shared per forward only", "none": ", no shared-prefix forward"}[args.prefix]
-        + (", concatenating KV cache" if args.kv_cache == "concatenating" else ""),
+        + (", concatenating KV cache" if args.kv_cache == "concatenating" else "")
+        + (", vLLM sampler" if args.backend == "vllm" else ""),
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
         + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "

@@ -155,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         synced, _ = timed(engine, batches, args.seed + 1000)
         checks["after_sync"] = agreement(policy, engine, synced, batches, args.max_new_tokens)
         changed = float(np.mean([a.response_ids != b.response_ids for a, b in zip(vllm_out, synced, strict=True)]))
+    def distinct(generations) -> int:  # group members share prompts: their samples must still differ
+        return len({(tuple(g.prompt_ids), tuple(g.response_ids)) for g in generations})
+
     hf_tokens = sum(len(g.response_ids) for g in hf_out)
     vllm_tokens = sum(len(g.response_ids) for g in vllm_out)
     summary = {
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         "vllm_tokens": vllm_tokens, "vllm_s": vllm_s, "vllm_tokens_per_s": vllm_tokens / vllm_s,
         "vllm_startup_s": startup_s, "sync_s": sync_s, "perturb": args.perturb,
         "responses_changed_by_sync": changed,
+        "hf_distinct_samples": distinct(hf_out), "vllm_distinct_samples": distinct(vllm_out),
         "speedup_vllm_over_hf": (vllm_tokens / vllm_s) / (hf_tokens / hf_s), **{
             f"{when}_{key}": value for when, values in checks.items() for key, value in values.items()},
     }
@@ -201,7 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         f"| greedy responses identical | {checks['initial']['greedy_agreement']:.3f} | "
         f"{checks['after_sync']['greedy_agreement']:.3f} |",
         "",
-        f"The sync changed {changed:.0%} of the sampled responses.",
+        f"Distinct (prompt, response) pairs among the {summary['prompts']} samples: Hugging Face "
+        f"{summary['hf_distinct_samples']}, vLLM {summary['vllm_distinct_samples']}. The sync changed "
+        f"{changed:.0%} of the sampled responses.",
         "",
     ]
     (results / f"{stem}.md").write_text("\n".join(lines))

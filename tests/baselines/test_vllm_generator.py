@@ -50,6 +50,9 @@ def test_vllm_sampler_gives_the_trainers_logprobs_and_greedy_responses_before_an
         assert summary[f"{when}_max_logprob_gap"] < 1e-3, summary
         assert summary[f"{when}_greedy_agreement"] == 1.0, summary
     assert summary["responses_changed_by_sync"] > 0.5  # the engine samples from the synced weights
+    # members of a group share a prompt and a call's seed, yet each draws its own response (the random tiny
+    # model's 12-token responses never coincide by chance)
+    assert summary["vllm_distinct_samples"] == summary["hf_distinct_samples"] == summary["prompts"]
     assert summary["lora"] == lora and "| vLLM (`VLLMGenerator`" in (tmp_path / "v.md").read_text()
 
 
@@ -62,6 +65,8 @@ def test_agc_train_with_the_vllm_backend_on_the_cpu(vllm_python, tmp_path, cache
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["iter"] for r in rows] == [0, 1]
-    for row in rows:  # vLLM sampled (its time and tokens are the generation phase's) and the policy was updated
+    for row in rows:  # vLLM sampled (its time and tokens are the generation phase's), each member its own
         assert row["generate_s"] > 0 and row["generate_tokens_per_s"] > 0 and row["response_tokens"] > 0
+        # the random tiny model never writes a valid move, so all 4 members play all 3 steps: 12 distinct rows
+        assert row["mean_steps"] == 3 and row["distinct_rows"] == 12
     assert (out / "vllm-weights" / "config.json").exists()
