@@ -45,11 +45,11 @@ class ReservedLayer(DynamicLayer):
                 and self.keys.data_ptr() == self._key_buffer.data_ptr()
                 and self.values.data_ptr() == self._value_buffer.data_ptr())
 
-    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor, tokens: int) -> None:
-        """Buffers for ``tokens + reserve`` positions (shaped like the new states) holding the filled keys and
-        values, if any."""
+    def _allocate(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        """Buffers (shaped like the new states) with room for the filled keys and values, the new states and
+        ``reserve`` more, holding the filled ones."""
         filled = 0 if self.keys is None or self.keys.numel() == 0 else self.keys.shape[-2]
-        room = tokens + self.reserve
+        room = filled + key_states.shape[-2] + self.reserve
         key_buffer = key_states.new_empty(key_states.shape[:2] + (room, key_states.shape[-1]))
         value_buffer = value_states.new_empty(value_states.shape[:2] + (room, value_states.shape[-1]))
         if filled:
@@ -57,23 +57,25 @@ class ReservedLayer(DynamicLayer):
             value_buffer[..., :filled, :] = self.values
         self._key_buffer, self._value_buffer, self._filled = key_buffer, value_buffer, filled
 
+    def _view(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Point ``keys`` / ``values`` at the filled part of the buffers and return them."""
+        self.keys = self._key_buffer[..., :self._filled, :]
+        self.values = self._value_buffer[..., :self._filled, :]
+        return self.keys, self.values
+
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
                **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Write ``key_states`` / ``value_states`` after the filled positions; return the filled views."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        new = key_states.shape[-2]
-        if not self._owns_views():
-            filled = 0 if self.keys is None or self.keys.numel() == 0 else self.keys.shape[-2]
-            self._allocate(key_states, value_states, filled + new)
-        elif self._filled + new > self._key_buffer.shape[-2]:
-            self._allocate(key_states, value_states, self._filled + new)
-        end = self._filled + new
+        end = self._filled + key_states.shape[-2]
+        if not self._owns_views() or end > self._key_buffer.shape[-2]:
+            self._allocate(key_states, value_states)
+            end = self._filled + key_states.shape[-2]
         self._key_buffer[..., self._filled:end, :] = key_states
         self._value_buffer[..., self._filled:end, :] = value_states
         self._filled = end
-        self.keys, self.values = self._key_buffer[..., :end, :], self._value_buffer[..., :end, :]
-        return self.keys, self.values
+        return self._view()
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         """Keep only the rows ``indices`` (in that order), spare room included."""
@@ -81,8 +83,7 @@ class ReservedLayer(DynamicLayer):
             super().batch_select_indices(indices)
             return
         self._key_buffer, self._value_buffer = self._key_buffer[indices], self._value_buffer[indices]
-        self.keys = self._key_buffer[..., :self._filled, :]
-        self.values = self._value_buffer[..., :self._filled, :]
+        self._view()
 
     def batch_repeat_interleave(self, repeats: int) -> None:
         """Repeat every row ``repeats`` times, spare room included."""
@@ -91,8 +92,7 @@ class ReservedLayer(DynamicLayer):
             return
         self._key_buffer = self._key_buffer.repeat_interleave(repeats, dim=0)
         self._value_buffer = self._value_buffer.repeat_interleave(repeats, dim=0)
-        self.keys = self._key_buffer[..., :self._filled, :]
-        self.values = self._value_buffer[..., :self._filled, :]
+        self._view()
 
     def reset(self) -> None:
         """Drop the buffer with the cached states."""

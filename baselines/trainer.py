@@ -650,7 +650,8 @@ class Trainer:
 
         Phases (seconds): ``generate_s`` (sampling), ``env_s`` (the rest of the rollout: environments,
         prompts, recording), ``credit_s`` (critic / progress features and fits, the estimator), ``logprob_s``
-        (reference log-probs; with vLLM also the recomputed ``log π_old``), ``update_s`` (forward/backward/optimizer), ``iteration_s`` (all).
+        (reference log-probs; with vLLM also the recomputed ``log π_old``), ``update_s``
+        (forward/backward/optimizer), ``iteration_s`` (all).
         """
         start = time.perf_counter()
         generated = dict(getattr(self.generator, "stats", {}))
