@@ -1,7 +1,6 @@
 """The ``agc`` command line.
 
-``agc run``          the main job: every estimator's step credit against the Sokoban solver's ground truth
-                     (:mod:`agentgym_credit.evaluation.credit_quality`)
+``agc run``          the main job: each estimator's step credit against ground truth on Sokoban (see README)
 ``agc overhead``     the credit-overhead benchmark (needs the source checkout: ``benchmarks/``)
 ``agc estimators``   list the registered estimators and their defaults
 ``agc train ...``     train a policy with any credit estimator (``agc train --help``)
@@ -22,11 +21,13 @@ import argparse
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
+from agentgym_credit.cli_args import HelpFormatter
 from agentgym_credit.credit import available_estimators, estimator_defaults
 from agentgym_credit.envs.spec import families
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -62,29 +63,51 @@ def _prepare_embeddings(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="agc", description="agentgym-credit command line")
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
+    """The ``agc`` parser and the environment families' commands by name (``agc alfworld`` …).
+
+    ``run``, ``overhead``, ``train``, ``eval``, ``leaderboard`` and ``sft`` pass their flags (``--help``
+    included) on to their own parsers.
+    """
+    parser = argparse.ArgumentParser(prog="agc", description="The agentgym-credit command line.",
+                                     formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("run", help="the main job: each estimator's step credit against the Sokoban solver's ground "
-                              "truth (agc run --help)", add_help=False)
-    sub.add_parser("overhead", help="credit-overhead benchmark (needs the source checkout)")
-    sub.add_parser("estimators", help="list estimators and their default parameters")
-    sub.add_parser("train", help="train a policy with any credit estimator (agc train --help)", add_help=False)
-    sub.add_parser("eval", help="evaluate a policy with the papers' metrics (agc eval --help)", add_help=False)
-    sub.add_parser("leaderboard", help="run the benchmarks and write the leaderboard (needs the source checkout; "
-                                      "agc leaderboard --help)",
-                   add_help=False)
-    sub.add_parser("sft", help="behaviour-clone a policy on oracle trajectories (agc sft --help)", add_help=False)
-    commands = {}
+    sub.add_parser("run", add_help=False,
+                   help="the main job: credit quality of every estimator against ground truth on Sokoban "
+                        "(agc run --help).")
+    sub.add_parser("overhead", add_help=False,
+                   help="the credit-overhead benchmark (needs the source checkout; agc overhead --help).")
+    sub.add_parser("estimators", help="list the estimators and their default parameters.")
+    sub.add_parser("train", add_help=False,
+                   help="train a policy with any credit estimator (agc train --help).")
+    sub.add_parser("eval", add_help=False,
+                   help="evaluate a policy with the papers' metrics (agc eval --help).")
+    sub.add_parser("leaderboard", add_help=False,
+                   help="run the benchmarks and write the leaderboard (needs the source checkout; "
+                        "agc leaderboard --help).")
+    sub.add_parser("sft", add_help=False,
+                   help="behaviour-clone a policy on oracle trajectories (agc sft --help).")
+    commands: dict[str, Any] = {}
     for family in families():  # the environment families' own tools (agc alfworld …, agc appworld …)
         for command in family.commands:
-            command.add_arguments(sub.add_parser(command.name, help=command.help))
+            parser_of_command = sub.add_parser(command.name, help=command.help, formatter_class=HelpFormatter)
+            command.add_arguments(parser_of_command)
             commands[command.name] = command
-    emb = sub.add_parser("embeddings", help="embedding tools").add_subparsers(dest="embeddings_command", required=True)
-    prep = emb.add_parser("prepare", help="distil the static matcher's table into the user cache (once per machine)")
-    prep.add_argument("--model", default=None, help="teacher model name or path (default: the shipped MiniLM)")
-    prep.add_argument("--dims", type=int, default=256)
-    prep.add_argument("--force", action="store_true", help="distil again even when the table is cached")
+    emb = sub.add_parser("embeddings", help="embedding tools (agc embeddings prepare --help).",
+                         formatter_class=HelpFormatter)
+    tools = emb.add_subparsers(dest="embeddings_command", required=True)
+    prep = tools.add_parser("prepare", formatter_class=HelpFormatter,
+                            help="distil the static matcher's table into the user cache (once per machine).")
+    prep.add_argument("--model", default=None,
+                      help="teacher model name or path (default: the shipped MiniLM).")
+    prep.add_argument("--dims", type=int, default=256, help="dimensions of the distilled table.")
+    prep.add_argument("--force", action="store_true", help="distil again even when the table is cached.")
+    return parser, commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``agc``; returns the exit status."""
+    parser, commands = build_parser()
     args, rest = parser.parse_known_args(argv)
     if args.command == "embeddings":
         return _prepare_embeddings(args)

@@ -20,6 +20,8 @@ __all__ = [
     "TreeBatchError",
     "UnknownEstimatorError",
     "UnknownMatcherError",
+    "UnknownModelError",
+    "UnknownSplitError",
     "WorkerStartError",
 ]
 
@@ -53,6 +55,18 @@ class UnknownEstimatorError(AgentGymCreditError, KeyError):
 
 class UnknownMatcherError(AgentGymCreditError, ValueError):
     """A matcher specification string cannot be parsed or names no known matcher."""
+
+
+class UnknownModelError(AgentGymCreditError, ValueError):
+    """A model or policy names nothing loadable here: not a folder with a model, not a model in the local
+    Hugging Face cache, not a built-in name, not an importable ``module:function``.
+
+    The message says what the name is not and, where one is close, the name that was probably meant.
+    """
+
+
+class UnknownSplitError(AgentGymCreditError, ValueError):
+    """An environment has no split (or evaluation split) of that name; the message lists the splits."""
 
 
 class CreditOverflowError(AgentGymCreditError, FloatingPointError):

@@ -10,7 +10,7 @@ import os
 import platform
 from pathlib import Path
 
-__all__ = ["accelerator", "cpu_flags", "cpu_has_native_bf16", "cpu_model", "machine_summary"]
+__all__ = ["accelerator", "cpu_flags", "cpu_has_native_bf16", "cpu_model", "free_cores", "machine_summary"]
 
 
 def _cpuinfo_value(key: str, cpuinfo: str | Path) -> str | None:
@@ -70,3 +70,14 @@ def machine_summary(load: bool = False) -> str:
     busy = f", load average {os.getloadavg()[0]:.1f}" if load and hasattr(os, "getloadavg") else ""
     return (f"{cpu_model()}, {os.cpu_count()} cores{busy}, {platform.system()} {platform.release()}, "
             f"Python {platform.python_version()}")
+
+
+def free_cores() -> int:
+    """CPU cores available to this process and not busy with other work (at least 1): the cores of its
+    affinity mask less the one-minute load average, rounded."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        busy = int(round(os.getloadavg()[0]))
+    except OSError:
+        busy = 0
+    return max(1, min(cores, cores - busy))

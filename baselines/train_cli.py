@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config.validate()
         check_out_dir(config)
-    except ValueError as exc:
+    except (TypeError, ValueError) as exc:  # validate() only checks: no traceback of work is lost here
         print(f"agc train: error: {exc}", file=sys.stderr)
         return 2
     history = train(config)

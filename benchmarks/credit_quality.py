@@ -30,6 +30,11 @@ from agentgym_credit.evaluation.credit_quality import (  # noqa: E402, F401  (th
 RESULTS = Path(__file__).resolve().parent / "results" / "credit_quality"
 
 
+def build_parser():
+    """The script's flags: ``agc run``'s, with :data:`RESULTS` as the default output folder."""
+    return credit_quality.build_parser(default_out=RESULTS, prog="python benchmarks/credit_quality.py")
+
+
 def main(argv: list[str] | None = None) -> list[dict]:
     """Run the benchmark with :data:`RESULTS` as the default output folder."""
     return credit_quality.main(argv, default_out=RESULTS, prog="python benchmarks/credit_quality.py")

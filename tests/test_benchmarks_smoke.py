@@ -25,8 +25,18 @@ def test_credit_quality_script_writes_into_its_results_folder(monkeypatch, tmp_p
     mod = _load("credit_quality")
     assert mod.RESULTS == ROOT / "benchmarks" / "results" / "credit_quality"
     monkeypatch.setattr(mod, "RESULTS", tmp_path)  # as the leaderboard points it at a job folder
-    rows = mod.main(["--groups", "2", "--group-size", "2", "--epsilons", "0.3"])
-    assert (tmp_path / "credit_quality.md").exists() and {r["estimator"] for r in rows} == set(mod.ESTIMATORS)
+    rows = mod.main(["--groups", "4", "--group-size", "4", "--epsilons", "0.3"])
+    assert (tmp_path / "credit_quality.md").exists() and (tmp_path / "credit_quality.png").stat().st_size > 1000
+    table = (tmp_path / "credit_quality.md").read_text()  # every column explained under the table (agc run)
+    for column in ("ε: the probability", "estimator: the credit estimator", "Spearman ρ: rank correlation",
+                   "pairwise acc.: over pairs of steps", "sign acc.: over steps"):
+        assert f"- {column}" in table
+    by = {r["estimator"]: r for r in rows}
+    assert set(by) == set(mod.ESTIMATORS)
+    assert all(np.isfinite(r["spearman"]) for r in rows)
+    # state-aware credit must beat the trajectory-level baseline on ground truth
+    assert by["graphgpo"]["spearman"] > by["grpo"]["spearman"]
+    assert by["gigpo"]["pairwise"] > by["grpo"]["pairwise"]
 
 
 def test_credit_overhead_tiny(monkeypatch, tmp_path):

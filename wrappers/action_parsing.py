@@ -35,6 +35,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
+from agentgym_credit.envs.base import as_text_action, non_text_error
+
 __all__ = ["DEFAULT_PENALTIES", "ParseActions", "ParsedAction", "default_penalty", "parse_action"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
@@ -73,7 +75,7 @@ def parse_action(response: Any, fmt: str = "action", protocol: str = "search-r1"
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if not isinstance(response, str):
-        return ParsedAction("", False, f"response is {type(response).__name__}, not text")
+        return ParsedAction("", False, non_text_error(as_text_action(response)))
     if fmt == "action":
         found = _TAGS["action"].search(response)
         action = found.group(1).strip().lower() if found else response.lower()[-INVALID_TAIL:]
@@ -123,7 +125,9 @@ class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         parsed = [parse_action(a, self.fmt, self.protocol) for a in actions]
-        obs, rewards, terminated, truncated, infos = self.env.step([p.action for p in parsed])
+        # a response that is not text reaches the member as it is: its step is invalid and says why
+        sent = [p.action if isinstance(a, str) else a for p, a in zip(parsed, actions, strict=True)]
+        obs, rewards, terminated, truncated, infos = self.env.step(sent)
         n = self.num_envs
         env_valid = infos.get("action_valid", np.ones(n, dtype=bool))
         fmt_valid = np.array([p.valid for p in parsed])

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
+from agentgym_credit.argtypes import check_type
 from agentgym_credit.envs.fork import (
     FORK_METHODS,
     MemberSnapshot,
@@ -66,6 +67,7 @@ __all__ = [
     "INVALID_ACTION_OBSERVATION",
     "as_text_action",
     "check_seed",
+    "non_text_error",
     "check_reset_options",
     "integer_option",
     "id_option",
@@ -247,6 +249,14 @@ def as_text_action(action: Any) -> str | NonTextAction:
     return NonTextAction(type(action).__name__, text[:200])
 
 
+def non_text_error(action: NonTextAction) -> str:
+    """``info["error"]`` of a step whose action is not text: ``"actions are text; got int 0 (pass the command
+    as a str)"`` (the value is left out where its ``repr`` is only the object's address, which differs between
+    processes)."""
+    value = "" if " at 0x" in action.text else f" {action.text}"
+    return f"actions are text; got {action.type_name}{value} (pass the command as a str)"
+
+
 @dataclass
 class StepOutcome:
     """What a member environment's :meth:`GroupMemberEnv._step_action` returns.
@@ -300,6 +310,7 @@ class GroupMemberEnv(gym.Env, ABC):
             raise TypeError(f"{cls.__name__}.fork_method must be one of {FORK_METHODS}, got {cls.fork_method!r}")
 
     def __init__(self, max_steps: int, render_mode: str | None = None) -> None:
+        check_type("max_steps", max_steps, int)
         if max_steps <= 0:
             raise ValueError(f"max_steps must be positive, got {max_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -379,10 +390,8 @@ class GroupMemberEnv(gym.Env, ABC):
             return self._last_obs, 0.0, self._terminated, self._truncated, info
         self._elapsed += 1
         try:
-            if isinstance(action, NonTextAction):
-                outcome = self._invalid_step(f"action must be a str, got {action.type_name}")
-            elif not isinstance(action, str):
-                outcome = self._invalid_step(f"action must be a str, got {type(action).__name__}")
+            if not isinstance(action, str):
+                outcome = self._invalid_step(non_text_error(as_text_action(action)))
             else:
                 outcome = self._step_action(action)
         except Exception as exc:  # the episode's state is unknown from here on: it cannot be forked

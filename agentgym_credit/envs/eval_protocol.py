@@ -92,6 +92,8 @@ class EvalProtocol:
         headline: the metric (table, row, column) shown in summaries.
         episodes_fn: ``(unwrapped member of the split, split, seed, limit) -> episodes``.
         metrics_fn: ``results -> tables`` (:data:`MetricTables`).
+        parallel: play the tasks of a batch in worker processes by default, one per free core (a task's
+            reset costs seconds: ALFWorld translates its game's PDDL problem).
     """
 
     env_id: str
@@ -103,6 +105,7 @@ class EvalProtocol:
     headline: tuple[str, str, str]
     episodes_fn: Callable[[Any, str, int, int | None], list[EpisodeSpec]]
     metrics_fn: Callable[[Sequence[EpisodeResult]], MetricTables]
+    parallel: bool = False
 
     def env_kwargs(self, split: str) -> dict[str, Any]:
         """Member constructor arguments for ``split`` (empty split: the env has none)."""

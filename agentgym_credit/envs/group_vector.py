@@ -42,9 +42,10 @@ raises :class:`~agentgym_credit.errors.WorkerStartError` when the env is built. 
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing as mp
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -53,13 +54,16 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from agentgym_credit.argtypes import check_type
 from agentgym_credit.envs.base import as_text_action, check_reset_options, check_seed
 from agentgym_credit.envs.fork import MemberSnapshot
 from agentgym_credit.envs.spaces import FreeText
 from agentgym_credit.envs.workers import (
+    check_constructor_kwargs,
     error_text,
     handle_request,
     load_entry_point,
+    member_apply,
     member_call,
     member_reset,
     member_restore,
@@ -70,7 +74,7 @@ from agentgym_credit.envs.workers import (
 )
 from agentgym_credit.errors import EnvClosedError, ResetError, ResetNeeded, WorkerStartError
 
-__all__ = ["GroupVectorEnv", "make_group_vector_env"]
+__all__ = ["GroupVectorEnv", "check_group_env_kwargs", "group_env_options", "make_group_vector_env"]
 
 
 def _worker_main(conn: Connection, entry_point: str, kwargs: dict[str, Any], count: int) -> None:
@@ -142,14 +146,23 @@ class _Worker:
             detail = reply[1] if isinstance(reply, tuple) and len(reply) > 1 else repr(reply)
             raise WorkerStartError(f"{what} could not build its members:\n{detail}")
 
-    def request(self, cmd: str, payload: Any, timeout: float | None) -> Any:
+    def send(self, cmd: str, payload: Any) -> None:
+        """Send one request (its answer is read by :meth:`receive`)."""
         self.conn.send((cmd, payload))
+
+    def receive(self, timeout: float | None) -> Any:
+        """The answer to the request sent last."""
         if timeout is not None and not self.conn.poll(timeout):
             raise TimeoutError(f"worker for members {self.lo}..{self.hi - 1} did not answer in {timeout}s")
         reply = self.conn.recv()
         if isinstance(reply, tuple) and reply and reply[0] == "__error__":
             raise RuntimeError(reply[1])
         return reply
+
+    def request(self, cmd: str, payload: Any, timeout: float | None) -> Any:
+        """Send one request and wait for its answer."""
+        self.send(cmd, payload)
+        return self.receive(timeout)
 
     def shutdown(self) -> None:
         """Ask the worker to close its members, then end the process."""
@@ -206,6 +219,18 @@ class GroupVectorEnv(VectorEnv):
         backend_options: dict[str, Any] | None = None,
         **member_kwargs: Any,
     ) -> None:
+        numbers = (("num_envs", num_envs, int), ("group_size", group_size, int),
+                   ("num_workers", num_workers, int), ("worker_timeout", worker_timeout, float | None))
+        for name, value, kind in numbers:
+            check_type(name, value, kind)
+        seed = check_seed(seed)
+        check_constructor_kwargs(member_entry_point, member_kwargs)
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0 (0 runs the members in this process), "
+                             f"got {num_workers}")
+        if worker_timeout is not None and not worker_timeout > 0:
+            raise ValueError(f"worker_timeout must be a positive number of seconds or None, "
+                             f"got {worker_timeout}")
         if group_size < 1 or num_envs < 1 or num_envs % group_size:
             raise ValueError(
                 f"num_envs ({num_envs}) must be a positive multiple of group_size ({group_size}); "
@@ -309,6 +334,30 @@ class GroupVectorEnv(VectorEnv):
             self._truncated[i] = True
             self._infos[i] = dict(self._infos[i], **info, active=False)
 
+    def _exchange(self, requests: dict[int, tuple[str, Any]]) -> dict[int, Any]:
+        """Send every worker its request, then collect the answers: the workers work side by side.
+
+        Args:
+            requests: worker index -> ``(cmd, payload)``.
+
+        Returns:
+            worker index -> its answer, or the exception (one of ``_WORKER_FAILURES``) that its sending or
+            answering raised.
+        """
+        answers: dict[int, Any] = {}
+        for w_idx, (cmd, payload) in requests.items():
+            try:
+                self._workers[w_idx].send(cmd, payload)
+            except _WORKER_FAILURES as exc:
+                answers[w_idx] = exc
+        for w_idx in requests:
+            if w_idx not in answers:
+                try:
+                    answers[w_idx] = self._workers[w_idx].receive(self.worker_timeout)
+                except _WORKER_FAILURES as exc:
+                    answers[w_idx] = exc
+        return answers
+
     def _dispatch(self, cmd: str, payload: dict[int, Any]) -> dict[int, tuple]:
         """Send per-member payloads (keyed by member index) and collect per-member results.
 
@@ -332,26 +381,28 @@ class GroupVectorEnv(VectorEnv):
                 else:
                     results[i] = member_restore(env, p)
             return results
-        for w_idx, worker in enumerate(self._workers):
-            mine = [(i - worker.lo, p) for i, p in payload.items() if worker.lo <= i < worker.hi]
-            if not mine:
-                continue
-            msg = [(j, *p) for j, p in mine] if cmd == "reset" else mine
-            try:
-                for j, *res in worker.request(cmd, msg, self.worker_timeout):
+        mine = {w_idx: [(i - worker.lo, p) for i, p in payload.items() if worker.lo <= i < worker.hi]
+                for w_idx, worker in enumerate(self._workers)}
+        requests = {w_idx: (cmd, [(j, *p) for j, p in m] if cmd == "reset" else m)
+                    for w_idx, m in mine.items() if m}
+        for w_idx, answer in self._exchange(requests).items():
+            worker = self._workers[w_idx]
+            if not isinstance(answer, BaseException):
+                for j, *res in answer:
                     results[worker.lo + j] = tuple(res)
-            except _WORKER_FAILURES as exc:
-                err = error_text(exc).strip()
-                self._replace_worker(w_idx)
-                crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                          f"died and was replaced ({err})"}
-                for j, _ in mine:
-                    results[worker.lo + j] = (None, 0.0, False, True, crash) if cmd == "step" else ("crashed", crash)
-                # the replacement's members have no episode; those not in this request lost theirs silently
-                for i in range(worker.lo, worker.hi):
-                    self._needs_reset[i] = True
-                    if i not in payload:
-                        self._crash_member(i, crash)
+                continue
+            err = error_text(answer).strip()
+            self._replace_worker(w_idx)
+            crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
+                                                      f"died and was replaced ({err})"}
+            for j, _ in mine[w_idx]:
+                results[worker.lo + j] = ((None, 0.0, False, True, crash) if cmd == "step"
+                                          else ("crashed", crash))
+            # the replacement's members have no episode; those not in this request lost theirs silently
+            for i in range(worker.lo, worker.hi):
+                self._needs_reset[i] = True
+                if i not in payload:
+                    self._crash_member(i, crash)
         return results
 
     def _replace_worker(self, w_idx: int) -> None:
@@ -374,7 +425,10 @@ class GroupVectorEnv(VectorEnv):
         Args:
             seed: int (member i gets ``seed + i // group_size``), a sequence of per-group seeds, or None.
             options: passed to members; ``reset_mask`` (bool array of ``num_envs``) selects members;
-                ``group_id`` is set here (member i is in group ``i // group_size``).
+                ``group_options`` (a sequence of one mapping, or None, per group) adds each group's own
+                options (``{"game_index": 3}``: one reset starts a different task in every group, and the
+                workers reset their members side by side); ``group_id`` is set here (member i is in group
+                ``i // group_size``).
 
         Raises:
             ResetError: some members' resets raised (every selected member is then left needing reset).
@@ -385,13 +439,15 @@ class GroupVectorEnv(VectorEnv):
         self._check_open()
         options = check_reset_options(options)
         mask = self._reset_mask(options.pop("reset_mask", None))
-        if not picklable(options):  # checked with and without workers, so both behave the same
+        per_group = self._group_options(options.pop("group_options", None))
+        if not picklable((options, per_group)):  # checked with and without workers, so both behave the same
             raise TypeError(
                 f"reset options must be picklable (members in worker processes receive a copy): {safe_repr(options)}"
             )
         group_seeds = self._group_seeds(seed)
         payload = {
-            int(i): (group_seeds[self.group_of(int(i))], dict(options, group_id=self.group_of(int(i))))
+            int(i): (group_seeds[self.group_of(int(i))],
+                     dict(options, **per_group[self.group_of(int(i))], group_id=self.group_of(int(i))))
             for i in np.flatnonzero(mask)
         }
         results = self._dispatch("reset", payload)
@@ -416,6 +472,25 @@ class GroupVectorEnv(VectorEnv):
             self._finished[i] = self._needs_reset[i] = False
             self._terminated[i] = self._truncated[i] = False
         return tuple(self._obs), self._vector_infos(range(self.num_envs))
+
+    def _group_options(self, per_group: Any) -> list[dict[str, Any]]:
+        """``options["group_options"]`` as one checked dict per group (empty where not given)."""
+        if per_group is None:
+            return [{} for _ in range(self.num_groups)]
+        if isinstance(per_group, str | bytes | Mapping) or not isinstance(per_group, Sequence):
+            raise TypeError(f"options['group_options'] must be a sequence of one mapping (or None) per "
+                            f"group, got {type(per_group).__name__}")
+        if len(per_group) != self.num_groups:
+            raise ValueError(f"options['group_options'] must hold one entry per group ({self.num_groups}), "
+                             f"got {len(per_group)}")
+        out = []
+        for g, extra in enumerate(per_group):
+            extra = check_reset_options(extra)
+            if "reset_mask" in extra or "group_options" in extra or "group_id" in extra:
+                raise ValueError(f"options['group_options'][{g}] cannot set reset_mask, group_options or "
+                                 "group_id")
+            out.append(extra)
+        return out
 
     def _reset_mask(self, mask: Any) -> np.ndarray:
         if mask is None:
@@ -650,23 +725,69 @@ class GroupVectorEnv(VectorEnv):
         if not self._workers:
             answers = [member_call(env, name, args, kwargs) for env in self.members]
         else:
-            answers = []
-            for w_idx, worker in enumerate(self._workers):
-                try:
-                    answers.extend(tuple(res) for _, *res in worker.request("call", (name, args, kwargs),
-                                                                             self.worker_timeout))
-                except _WORKER_FAILURES as exc:
-                    self._replace_worker(w_idx)
-                    crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                              f"died during call({name!r}) and was replaced"}
-                    for i in range(worker.lo, worker.hi):
-                        self._crash_member(i, crash)
-                        self._needs_reset[i] = True
-                    raise RuntimeError(crash["worker_error"] + f" ({error_text(exc).strip()})") from None
+            replies = self._collect({w: ("call", (name, args, kwargs)) for w in range(len(self._workers))},
+                                    f"call({name!r})")
+            answers = [tuple(res) for w in sorted(replies) for _, *res in replies[w]]
         for status, value in answers:
             if status == "error":
                 raise value
         return tuple(value for _, value in answers)
+
+    def apply(self, fn: Callable[..., Any], args: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
+        """Run ``fn(member, *args[i])`` for each listed member ``i`` where the member lives (its unwrapped
+        env, in this process or in its worker, the workers side by side).
+
+        ``fn`` and the arguments must be picklable (a module-level function: a worker imports it by name).
+
+        Args:
+            fn: the function.
+            args: member index -> the further arguments of its call.
+
+        Returns:
+            member index -> what ``fn`` returned.
+
+        Raises:
+            Exception: the first failing member's own exception, with or without workers.
+            RuntimeError: a worker died during the call (it is replaced and its members need a reset).
+        """
+        self._check_open()
+        if not picklable((fn, args)):  # checked with and without workers, so both behave the same
+            raise TypeError(f"apply's function and arguments must be picklable (worker processes receive a "
+                            f"copy): {safe_repr(fn)}")
+        if not self._workers:
+            answers = {i: member_apply(self.members[i], fn, a) for i, a in args.items()}
+        else:
+            requests = {}
+            for w_idx, worker in enumerate(self._workers):
+                mine = [(i - worker.lo, a) for i, a in args.items() if worker.lo <= i < worker.hi]
+                if mine:
+                    requests[w_idx] = ("apply", (fn, mine))
+            replies = self._collect(requests, f"apply({getattr(fn, '__name__', fn)!r})")
+            answers = {self._workers[w].lo + j: tuple(res)
+                       for w, reply in replies.items() for j, *res in reply}
+        for i in sorted(answers):
+            if answers[i][0] == "error":
+                raise answers[i][1]
+        return {i: value for i, (_, value) in answers.items()}
+
+    def _collect(self, requests: dict[int, tuple[str, Any]], what: str) -> dict[int, Any]:
+        """The workers' answers to ``requests``; a worker that died is replaced, its members are left needing
+        a reset, and ``RuntimeError`` is raised."""
+        replies = self._exchange(requests)
+        failed = [w for w, answer in replies.items() if isinstance(answer, BaseException)]
+        for w_idx in failed:
+            worker = self._workers[w_idx]
+            self._replace_worker(w_idx)
+            crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
+                                                      f"died during {what} and was replaced"}
+            for i in range(worker.lo, worker.hi):
+                self._crash_member(i, crash)
+                self._needs_reset[i] = True
+        if failed:
+            first = self._workers[failed[0]]
+            raise RuntimeError(f"worker for members {first.lo}..{first.hi - 1} died during {what} and was "
+                               f"replaced ({error_text(replies[failed[0]]).strip()})")
+        return replies
 
     def close_extras(self, **kwargs: Any) -> None:
         for env in self.members:
@@ -696,3 +817,22 @@ def make_group_vector_env(
     if max_episode_steps is not None:
         kwargs.setdefault("max_steps", max_episode_steps)
     return GroupVectorEnv(member_entry_point, num_envs, group_size, **kwargs)
+
+
+def group_env_options() -> tuple[str, ...]:
+    """The keyword arguments of ``gym.make_vec`` that the group env takes itself (``num_workers`` …); the
+    others go to every member."""
+    params = inspect.signature(GroupVectorEnv.__init__).parameters
+    return tuple(n for n, p in params.items() if p.kind is p.KEYWORD_ONLY)
+
+
+def check_group_env_kwargs(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Check ``gym.make_vec(env_id, …)``'s keyword arguments before anything is built: the group env's own
+    (:func:`group_env_options`) against its signature, the others against the member's constructor.
+
+    Raises:
+        TypeError: an argument neither takes, or a value of the wrong type (one line naming it).
+    """
+    own = set(group_env_options())
+    check_constructor_kwargs(GroupVectorEnv, {k: v for k, v in kwargs.items() if k in own})
+    check_constructor_kwargs(gym.spec(env_id).entry_point, {k: v for k, v in kwargs.items() if k not in own})

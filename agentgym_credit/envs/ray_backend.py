@@ -66,7 +66,8 @@ class MemberSlice:
         return {"node_id": ctx.get_node_id(), "node_ip": ray.util.get_node_ip_address(), "pid": os.getpid()}
 
     def handle(self, cmd: str, payload: Any) -> list[tuple]:
-        """One ``reset`` / ``step`` / ``call`` request for this slice (member indices local to it)."""
+        """One ``reset`` / ``step`` / ``call`` / ``apply`` request for this slice (member indices local to
+        it)."""
         return handle_request(self.envs, cmd, payload)
 
     def close(self) -> None:
@@ -83,6 +84,7 @@ class RayWorker:
     def __init__(self, actor: Any, lo: int, hi: int) -> None:
         self.actor, self.lo, self.hi = actor, lo, hi
         self.placement: dict[str, Any] = {}
+        self._pending: Any = None
 
     def wait_ready(self, timeout: float | None) -> None:
         """Wait until the actor has built its members; record where it runs (:attr:`placement`).
@@ -101,8 +103,18 @@ class RayWorker:
                 "(backend_options num_cpus) and that every node can import agentgym_credit"
             ) from None
 
+    def send(self, cmd: str, payload: Any) -> None:
+        """Send one request (its answer is read by :meth:`receive`; the actors of a group env work side by
+        side)."""
+        self._pending = self.actor.handle.remote(cmd, payload)
+
     def request(self, cmd: str, payload: Any, timeout: float | None) -> Any:
-        """Send one request and wait for the reply.
+        """Send one request and wait for the reply (:meth:`send`, then :meth:`receive`)."""
+        self.send(cmd, payload)
+        return self.receive(timeout)
+
+    def receive(self, timeout: float | None) -> Any:
+        """The reply to the request sent last.
 
         Raises:
             TimeoutError: no reply within ``timeout``.
@@ -110,7 +122,7 @@ class RayWorker:
         """
         ray = _ray()
         try:
-            return ray.get(self.actor.handle.remote(cmd, payload), timeout=timeout)
+            return ray.get(self._pending, timeout=timeout)
         except ray.exceptions.GetTimeoutError:
             raise TimeoutError(f"Ray actor for members {self.lo}..{self.hi - 1} did not answer in {timeout}s") from None
         except ray.exceptions.RayError as exc:

@@ -20,16 +20,21 @@ same :func:`member_reset`, :func:`member_step`, :func:`member_call`, :func:`memb
 from __future__ import annotations
 
 import importlib
+import inspect
 import pickle
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, get_type_hints
 
 import gymnasium as gym
 
+from agentgym_credit.argtypes import check_type, close_match
+
 __all__ = [
+    "check_constructor_kwargs",
     "error_text",
     "handle_request",
     "load_entry_point",
+    "member_apply",
     "member_call",
     "member_reset",
     "member_restore",
@@ -47,6 +52,41 @@ def load_entry_point(entry_point: str | Callable[..., gym.Env]) -> Callable[...,
         return entry_point
     module, _, attr = entry_point.partition(":")
     return getattr(importlib.import_module(module), attr)
+
+
+def check_constructor_kwargs(entry_point: str | Callable[..., Any], kwargs: Mapping[str, Any]) -> None:
+    """Check keyword arguments against a constructor's signature before anything is built.
+
+    An argument the constructor does not take, or whose value does not fit its scalar annotation
+    (:func:`~agentgym_credit.argtypes.check_type`: ``max_steps="5"``), fails here in the caller's process
+    (a group env checks its members' arguments so, with or without workers). An entry point that cannot be
+    imported here is left to the members (the workers report it).
+
+    Args:
+        entry_point: ``"module:Class"`` or the class (or function) itself.
+        kwargs: the keyword arguments.
+
+    Raises:
+        TypeError: naming the argument (with the closest accepted name, or the spelling to use).
+    """
+    try:
+        factory = load_entry_point(entry_point)
+        signature = inspect.signature(factory)
+        hints = get_type_hints(factory.__init__ if isinstance(factory, type) else factory)
+    except (ImportError, AttributeError, TypeError, ValueError, NameError):
+        return
+    params = signature.parameters
+    named = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    for name, value in kwargs.items():
+        if name not in named:
+            if takes_any:
+                continue
+            what = getattr(factory, "__name__", str(entry_point))
+            raise TypeError(f"{what} takes no argument {name!r}"
+                            f"{close_match(name, named) or '; it takes ' + ', '.join(named)}")
+        if name in hints:
+            check_type(name, value, hints[name])
 
 
 def error_text(exc: BaseException) -> str:
@@ -87,6 +127,12 @@ def member_restore(env: gym.Env, snapshot: Any) -> tuple:
         return "ok", obs, dict(info)
     except Exception as exc:
         return "error", error_text(exc)
+def member_apply(env: gym.Env, fn: Callable[..., Any], args: tuple) -> tuple[str, Any]:
+    """``("ok", value)`` or ``("error", exception)``: ``fn(member, *args)`` on one member's unwrapped env."""
+    try:
+        return "ok", fn(env.unwrapped, *args)
+    except Exception as exc:
+        return "error", exc
 
 
 def member_call(env: gym.Env, name: str, args: tuple, kwargs: dict) -> tuple[str, Any]:
@@ -117,7 +163,7 @@ def picklable(value: Any) -> bool:
 
 def sendable_reply(cmd: str, item: tuple) -> tuple:
     """One member's reply, with whatever cannot be pickled replaced by its ``repr`` (see the module docstring)."""
-    if cmd == "call" and item[1] == "error":
+    if cmd in ("call", "apply") and item[1] == "error":
         try:  # an exception must also rebuild on the other side (custom __init__ signatures may not)
             pickle.loads(pickle.dumps(item))
             return item
@@ -128,7 +174,7 @@ def sendable_reply(cmd: str, item: tuple) -> tuple:
     j, *res = item
     if cmd == "snapshot":
         return j, "error", f"TypeError: the member's snapshot cannot be pickled to leave its worker: {safe_repr(res[-1])}"
-    if cmd == "call":
+    if cmd in ("call", "apply"):
         status, value = res
         what = value if status == "error" else f"value {safe_repr(value)}"
         return j, "error", TypeError(f"the member's answer cannot be sent from its worker process: {what}")
@@ -148,14 +194,15 @@ def handle_request(envs: Sequence[gym.Env], cmd: str, payload: Any) -> list[tupl
     Args:
         envs: the worker's members.
         cmd: ``"reset"`` (payload: ``(j, seed, options)`` per member), ``"step"`` (payload: ``(j, action)``
-            per member), ``"call"`` (payload: ``(name, args, kwargs)``, asked of every member),
-            ``"snapshot"`` (payload: ``(j, None)`` per member) or ``"restore"`` (payload: ``(j, snapshot)``
-            per member).
+            per member), ``"call"`` (payload: ``(name, args, kwargs)``, asked of every member), ``"apply"``
+            (payload: ``(fn, [(j, args), …])``: ``fn(member j, *args)``), ``"snapshot"`` (payload:
+            ``(j, None)`` per member) or ``"restore"`` (payload: ``(j, snapshot)`` per member).
         payload: as above.
 
     Returns:
         One :func:`sendable_reply` per member: ``(j, *member_reset(...))``, ``(j, *member_step(...))``,
-        ``(j, *member_call(...))``, ``(j, *member_snapshot(...))`` or ``(j, *member_restore(...))``.
+        ``(j, *member_call(...))``, ``(j, *member_apply(...))``, ``(j, *member_snapshot(...))`` or
+        ``(j, *member_restore(...))``.
 
     Raises:
         ValueError: an unknown request.
@@ -167,12 +214,16 @@ def handle_request(envs: Sequence[gym.Env], cmd: str, payload: Any) -> list[tupl
     elif cmd == "call":
         name, args, kw = payload
         out = [(j, *member_call(env, name, args, kw)) for j, env in enumerate(envs)]
+    elif cmd == "apply":
+        fn, calls = payload
+        out = [(j, *member_apply(envs[j], fn, args)) for j, args in calls]
     elif cmd == "snapshot":
         out = [(j, *member_snapshot(envs[j])) for j, _ in payload]
     elif cmd == "restore":
         out = [(j, *member_restore(envs[j], snap)) for j, snap in payload]
     else:
         raise ValueError(
-            f"unknown worker request {cmd!r}; expected 'reset', 'step', 'call', 'snapshot' or 'restore'"
+            f"unknown worker request {cmd!r}; expected 'reset', 'step', 'call', 'apply', 'snapshot' "
+            "or 'restore'"
         )
     return [sendable_reply(cmd, item) for item in out]

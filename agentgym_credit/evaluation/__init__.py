@@ -25,6 +25,7 @@ from agentgym_credit.evaluation.policies import (
     OraclePolicy,
     PolicyStep,
     RandomPolicy,
+    check_policy,
     random_action,
     resolve_policy,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "OraclePolicy",
     "PolicyStep",
     "RandomPolicy",
+    "check_policy",
     "evaluate",
     "get_protocol",
     "held_out",

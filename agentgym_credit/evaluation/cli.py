@@ -18,55 +18,83 @@ import argparse
 import sys
 from pathlib import Path
 
-from agentgym_credit.cli_args import key_value
-from agentgym_credit.evaluation.protocols import PROTOCOLS, EvaluationUnavailable
-from agentgym_credit.evaluation.runner import evaluate
+from agentgym_credit.cli_args import HelpFormatter, key_value, non_negative_int, positive_int
+from agentgym_credit.envs.group_vector import check_group_env_kwargs
+from agentgym_credit.errors import UnknownModelError, UnknownSplitError
+from agentgym_credit.evaluation.policies import check_policy
+from agentgym_credit.evaluation.protocols import PROTOCOLS, EvaluationUnavailable, get_protocol
+from agentgym_credit.evaluation.runner import check_split, evaluate
 
 __all__ = ["build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agc eval`` argument parser."""
-    p = argparse.ArgumentParser(prog="agc eval", description="evaluate a policy with the papers' metrics")
-    p.add_argument("--env", required=True, help=f"one of {', '.join(PROTOCOLS)}")
+    p = argparse.ArgumentParser(prog="agc eval", description="Evaluate a policy with the papers' metrics.",
+                                formatter_class=HelpFormatter)
+    p.add_argument("--env", required=True, help=f"the environment: one of {', '.join(PROTOCOLS)}.")
     p.add_argument("--policy", required=True,
-                   help="random | oracle | model folder, name (tiny, smollm2) or agc train/sft run folder | module:function")
-    p.add_argument("--split", default=None, help="evaluation split (default: the protocol's first)")
-    p.add_argument("--episodes", type=int, default=None, help="first N tasks of the split (default: all)")
-    p.add_argument("--samples", type=int, default=1, help="runs per task (group size)")
-    p.add_argument("--batch-size", type=int, default=16, help="tasks played at once")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-steps", type=int, default=None, help="default: the papers' episode length")
+                   help="random, oracle, a model folder or name (tiny, smollm2, a model in the local Hugging "
+                        "Face cache), an agc train/sft run folder, or MODULE:FUNCTION (prompts -> responses, "
+                        "imported from the current folder first).")
+    p.add_argument("--split", default=None, help="the evaluation split (default: the protocol's first).")
+    p.add_argument("--episodes", type=positive_int, default=None,
+                   help="evaluate the first N tasks of the split (default: all).")
+    p.add_argument("--samples", type=positive_int, default=1, help="runs per task (the group size).")
+    p.add_argument("--batch-size", type=positive_int, default=16, help="tasks played at once.")
+    p.add_argument("--workers", type=non_negative_int, default=None,
+                   help="worker processes that play the tasks of a batch side by side (default: one per free "
+                        "core where loading a task takes seconds, as in ALFWorld, else 0 = in this process).")
+    p.add_argument("--seed", type=int, default=0, help="episode e is reset with seed SEED + e.")
+    p.add_argument("--max-steps", type=positive_int, default=None,
+                   help="episode length (default: the papers' for the environment).")
     p.add_argument("--env-kwarg", dest="env_kwargs", action="append", type=key_value, default=[], metavar="KEY=VALUE",
-                   help="environment argument, e.g. max_solution_steps=2 (repeatable; recorded in the results)")
-    p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy")
-    p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--device", default="cpu")
+                   help="environment argument, e.g. max_solution_steps=2 (repeatable; recorded in the "
+                        "results).")
+    p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy.")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128,
+                   help="response budget of a model per step.")
+    p.add_argument("--device", default="cpu", help='where a model policy runs: "cpu" or "cuda[:N]".')
     # the values of baselines.policy.PRECISIONS, spelled out: this parser must not import torch to start
     p.add_argument("--precision", choices=("auto", "float32", "bfloat16"), default="float32",
-                   help="model forward passes: float32, bfloat16 autocast, or auto (bf16 where the CPU/GPU has it)")
-    p.add_argument("--out-dir", type=Path, default=Path("eval_results"))
-    p.add_argument("--no-progress", action="store_true")
+                   help="model forward passes: float32, bfloat16 autocast, or auto (bf16 where the CPU/GPU "
+                        "has it).")
+    p.add_argument("--out-dir", type=Path, default=Path("eval_results"),
+                   help="where the results go (eval_<env>_<split>_<policy>.json and .md).")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar.")
     return p
 
 
+def _error(message: object) -> int:
+    """Print ``agc eval: error: MESSAGE`` (one line) and return the exit status 2."""
+    print(f"agc eval: error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``agc eval``; returns the exit status (2 when the environment cannot be evaluated here)."""
+    """Run ``agc eval``; returns the exit status (2, with one line on stderr, for a bad argument or an
+    environment that cannot be evaluated here)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     env_kwargs = dict(args.env_kwargs)
     if "max_steps" in env_kwargs:  # --env-kwarg max_steps=N is --max-steps N
         if args.max_steps is not None and args.max_steps != env_kwargs["max_steps"]:
-            parser.error("--max-steps and --env-kwarg max_steps= disagree")
+            return _error("--max-steps and --env-kwarg max_steps= disagree; pass only one of them")
         args.max_steps = int(env_kwargs.pop("max_steps"))
-    try:
-        result = evaluate(args.policy, args.env, args.split, episodes=args.episodes, samples=args.samples,
+    try:  # every check before any work: the environment, its split and arguments, the policy
+        check_split(get_protocol(args.env), args.split)
+        try:
+            check_group_env_kwargs(args.env, env_kwargs)
+        except TypeError as exc:
+            return _error(exc)
+        policy = check_policy(args.policy)
+        result = evaluate(policy, args.env, args.split, episodes=args.episodes, samples=args.samples,
                           batch_size=args.batch_size, seed=args.seed, max_steps=args.max_steps,
                           temperature=args.temperature, max_new_tokens=args.max_new_tokens, device=args.device,
-                          precision=args.precision, progress=not args.no_progress, **env_kwargs)
-    except EvaluationUnavailable as exc:
-        print(f"agc eval: {exc}", file=sys.stderr)
-        return 2
+                          precision=args.precision, progress=not args.no_progress, workers=args.workers,
+                          **env_kwargs)
+    except (EvaluationUnavailable, UnknownModelError, UnknownSplitError) as exc:
+        return _error(exc)
     json_path, md_path = result.write(args.out_dir)
     print(result.to_markdown())
     print(f"wrote {json_path} and {md_path}")

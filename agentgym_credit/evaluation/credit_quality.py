@@ -261,6 +261,48 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def column_legend(env: str) -> list[str]:
+    """One line per column of the results table, printed (and written) under it."""
+    truth = "+1 for the planner's next command, -1 for any other"
+    if env == "sokoban":
+        truth = "the solver's moves-to-solved before minus after the move; -2 into a dead end"
+    return [
+        "ε: the probability that the rolled-out policy plays a random action instead of the oracle's.",
+        "estimator: the credit estimator, with the parameters listed at the top of "
+        "agentgym_credit/evaluation/credit_quality.py.",
+        f"Spearman ρ: rank correlation of each step's advantage with its ground-truth quality ({truth}); "
+        "1 = the same order, 0 = unrelated.",
+        "pairwise acc.: over pairs of steps taken from the same state of a group whose ground truth differs, "
+        "the share the advantages order like the ground truth (0.5 = chance).",
+        "sign acc.: over steps whose ground truth is not 0, the share whose advantage has its sign "
+        "(0.5 = chance).",
+    ]
+
+
+def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argparse.ArgumentParser:
+    """The flags of ``agc run`` (and of ``benchmarks/credit_quality.py``, with its own output folder)."""
+    from agentgym_credit.cli_args import HelpFormatter
+
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    ap.add_argument("--env", choices=["sokoban", "alfworld"], default="sokoban",
+                    help="sokoban: the exact solver's ground truth; alfworld: the planner's (the alfworld extra).")
+    ap.add_argument("--max-steps", type=int, default=30, help="episode length for ALFWorld.")
+    ap.add_argument("--groups", type=int, default=32, help="task groups rolled out per ε.")
+    ap.add_argument("--group-size", type=int, default=8, help="members per group (same initial state).")
+    ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 0.7],
+                    help="the noise levels ε: the probability of a random action in place of the oracle's, "
+                         "one rollout and one table block each.")
+    ap.add_argument("--seed", type=int, default=0, help="reset seed of the rollouts.")
+    ap.add_argument("--task-types", nargs="+", default=None,
+                    help="ALFWorld task types to draw games from (default all; the planner's search is short "
+                         "for pick_and_place_simple and look_at_obj_in_light, seconds per state for the others).")
+    ap.add_argument("--reward", choices=["shaped", "sparse"], default="shaped",
+                    help="Sokoban reward: gym-sokoban's shaped reward (the papers' code) or 10 × solved.")
+    ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
+                    help=f"folder for the table, its CSV and its figure (default {default_out}).")
+    return ap
+
+
 def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> list[dict]:
     """``agc run``: roll out, score every estimator for each ε, print the table, write it with its CSV and figure.
 
@@ -273,22 +315,7 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
         One row per ε and estimator: ``epsilon``, ``rows``, ``success``, ``estimator``, ``spearman``,
         ``pairwise``, ``sign``.
     """
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0])
-    ap.add_argument("--env", choices=["sokoban", "alfworld"], default="sokoban",
-                    help="sokoban: the exact solver's ground truth; alfworld: the planner's (the alfworld extra)")
-    ap.add_argument("--max-steps", type=int, default=30, help="episode length for ALFWorld")
-    ap.add_argument("--groups", type=int, default=32, help="task groups rolled out per ε")
-    ap.add_argument("--group-size", type=int, default=8, help="members per group")
-    ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 0.7],
-                    help="the oracle's random-action rates, one rollout and one table block each")
-    ap.add_argument("--seed", type=int, default=0, help="reset seed of the rollouts")
-    ap.add_argument("--task-types", nargs="+", default=None,
-                    help="ALFWorld task types to draw games from (default all; the planner's search is short "
-                         "for pick_and_place_simple and look_at_obj_in_light, seconds per state for the others)")
-    ap.add_argument("--reward", choices=["shaped", "sparse"], default="shaped",
-                    help="Sokoban reward: gym-sokoban's shaped reward (the papers' code) or 10 × solved")
-    ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
-                    help=f"folder for credit_quality.{{md,csv,png}} (default {default_out})")
+    ap = build_parser(default_out, prog)
     args = ap.parse_args(argv)
     estimators = estimators_for(args.env)
     results = []
@@ -306,8 +333,10 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
     table = "\n".join(lines)
     head = ", ".join(f"ε={e}: {n} steps, success {s:.0%}" for e, n, s in
                      sorted({(r['epsilon'], r['rows'], r['success']) for r in results}))
+    legend = column_legend(args.env)
     print(head)
     print(table)
+    print("\n".join(legend))
     args.out.mkdir(parents=True, exist_ok=True)
     stem = "credit_quality" if args.env == "sokoban" else f"credit_quality_{args.env}"
     if args.env == "sokoban" and args.reward != "shaped":
@@ -317,7 +346,7 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
                                                                else ")"))
     (args.out / f"{stem}.md").write_text(
         f"Credit quality on {title}, {args.groups} groups × {args.group_size}, "
-        f"seed {args.seed}. {head}.\n\n{table}\n")
+        f"seed {args.seed}. {head}.\n\n{table}\n\n" + "".join(f"- {line}\n" for line in legend))
     with open(args.out / f"{stem}.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=list(results[0]))
         writer.writeheader()

@@ -19,19 +19,29 @@ format is scored as it would be. A policy sees one :class:`PolicyStep` per envir
   :func:`~agentgym_credit.baselines.policy.load_policy` (``"tiny"``, ``"smollm2"``) or a trainer
   run (its ``policy`` folder), sampled through the trainer's own generator; greedy by default.
 * :class:`CallablePolicy` — a user function ``prompts -> responses`` (``"module:function"`` on the
-  command line).
+  command line, imported as ``python -m`` would: the current folder first on ``sys.path``).
+
+:func:`check_policy` checks a description before any work: a name that is not a policy, a folder with a model,
+a model in the local Hugging Face cache or an importable function fails in one line
+(:class:`~agentgym_credit.errors.UnknownModelError`), with the name probably meant.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
+import os
+import sys
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
+
+from agentgym_credit.argtypes import close_match
+from agentgym_credit.baselines.models import model_label, resolve_model
+from agentgym_credit.errors import UnknownModelError
 
 __all__ = [
     "CallablePolicy",
@@ -40,13 +50,18 @@ __all__ = [
     "OraclePolicy",
     "PolicyStep",
     "RANDOM_CODE_ACTIONS",
+    "POLICY_NAMES",
     "RandomPolicy",
+    "check_policy",
     "format_response",
     "random_action",
     "resolve_policy",
 ]
 
 _THINK = "<think>evaluation</think>"
+
+POLICY_NAMES: tuple[str, ...] = ("random", "oracle")
+"""The policies known by name (the model names: :data:`~agentgym_credit.baselines.models.BUILTIN_MODELS`)."""
 
 #: The random policy's code actions (the code format offers no admissible list).
 RANDOM_CODE_ACTIONS: tuple[str, ...] = (
@@ -144,36 +159,70 @@ class RandomPolicy:
 
 
 class OraclePolicy:
-    """The environment family's oracle (its spec's ``oracle``, with deterministic choices); needs in-process
-    members (``num_workers=0``)."""
+    """The environment family's oracle (its spec's ``oracle``, with deterministic choices).
+
+    With in-process members (``num_workers=0``) it reads them directly; with worker processes it runs where
+    the members live (:meth:`~agentgym_credit.envs.group_vector.GroupVectorEnv.apply`: one oracle per worker,
+    the workers side by side), with the same answers.
+    """
 
     name = "oracle"
 
     def __init__(self) -> None:
         self._family: Any = None
         self._oracle: Any = None
+        self._token = uuid.uuid4().hex  # names this policy's oracles in the worker processes
 
-    @staticmethod
-    def _member(env: Any, i: int) -> Any:
-        members = getattr(env, "members", None)
-        if not members:
-            raise RuntimeError("the oracle reads the member environments; evaluate with num_workers=0")
-        return members[i].unwrapped
-
-    def start(self, member: int, episode: int, sample: int, info: dict[str, Any], env: Any) -> None:
+    def _factory(self, env: Any) -> Any:
         from agentgym_credit.envs.spec import family_of_env
 
-        unwrapped = self._member(env, member)
         family = family_of_env(env)
         if family.oracle is None:
-            raise ValueError(f"environment family {family.name!r} has no oracle")
+            raise ValueError(f"environment family {family.name!r} has no oracle; evaluate another policy")
         if family is not self._family:
             self._family, self._oracle = family, family.oracle(None)
-        self._oracle.start(member, unwrapped, info)
+        return family.oracle
+
+    def start(self, member: int, episode: int, sample: int, info: dict[str, Any], env: Any) -> None:
+        factory = self._factory(env)
+        if getattr(env, "members", None):
+            self._oracle.start(member, env.members[member].unwrapped, info)
+        else:
+            env.apply(_start_oracle, {member: (self._token, factory, member, info)})
 
     def act(self, step: PolicyStep) -> list[str]:
-        return [format_response(self._oracle.act(m, self._member(step.env, m), info), step.fmt)
-                for m, info in zip(step.members, step.infos, strict=True)]
+        if getattr(step.env, "members", None):
+            actions = [self._oracle.act(m, step.env.members[m].unwrapped, info)
+                       for m, info in zip(step.members, step.infos, strict=True)]
+        else:
+            factory = self._factory(step.env)
+            calls = {m: (self._token, factory, m, info)
+                     for m, info in zip(step.members, step.infos, strict=True)}
+            answers = step.env.apply(_oracle_action, calls)
+            actions = [answers[m] for m in step.members]
+        return [format_response(action, step.fmt) for action in actions]
+
+
+#: The oracles of :class:`OraclePolicy` in a worker process, by policy token (the latest few).
+_WORKER_ORACLES: dict[str, Any] = {}
+
+
+def _worker_oracle(token: str, factory: Any) -> Any:
+    if token not in _WORKER_ORACLES:
+        while len(_WORKER_ORACLES) >= 4:  # a long-lived worker outlives the policies that used it
+            _WORKER_ORACLES.pop(next(iter(_WORKER_ORACLES)))
+        _WORKER_ORACLES[token] = factory(None)
+    return _WORKER_ORACLES[token]
+
+
+def _start_oracle(env: Any, token: str, factory: Any, member: int, info: dict[str, Any]) -> None:
+    """``oracle.start`` where the member lives (run by ``GroupVectorEnv.apply``)."""
+    _worker_oracle(token, factory).start(member, env, info)
+
+
+def _oracle_action(env: Any, token: str, factory: Any, member: int, info: dict[str, Any]) -> str:
+    """``oracle.act`` where the member lives (run by ``GroupVectorEnv.apply``)."""
+    return _worker_oracle(token, factory).act(member, env, info)
 
 
 class CallablePolicy:
@@ -196,29 +245,6 @@ class CallablePolicy:
         if len(responses) != len(step.prompts):
             raise ValueError(f"policy {self.name} returned {len(responses)} responses for {len(step.prompts)} prompts")
         return [str(r) for r in responses]
-
-
-def _trained_policy_folder(path: Path) -> Path:
-    """The exported policy of an ``agc train`` / ``agc sft`` run, given the run folder or its state file.
-
-    A run writes its policy with ``save_pretrained`` to ``<run>/policy``, its own settings to
-    ``<run>/config.json`` (no ``model_type``: not a model configuration) and the optional resumable state to
-    ``<run>/trainer_state.pt``; a Hugging Face model folder (a ``config.json`` with ``model_type``) is
-    returned unchanged.
-    """
-    if path.is_file():
-        path = path.parent
-    if path.is_dir() and (path / "policy" / "config.json").exists() and not _is_model_folder(path):
-        return path / "policy"
-    return path
-
-
-def _is_model_folder(path: Path) -> bool:
-    """Whether ``path`` holds a Hugging Face model: a ``config.json`` that names its ``model_type``."""
-    try:
-        return "model_type" in json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
 
 
 class GeneratorPolicy:
@@ -244,13 +270,14 @@ class GeneratorPolicy:
         from agentgym_credit.baselines.policy import load_policy
 
         if isinstance(model, str | Path):
-            path = Path(model)
-            folder = _trained_policy_folder(path) if path.exists() else path
-            policy = load_policy(str(folder), cache_dir=cache_dir, device=device, seed=seed, precision=precision)
+            source = resolve_model(model, cache_dir, what="policy")
+            policy = load_policy(source, cache_dir=cache_dir, device=device, seed=seed, precision=precision)
+            name = model_label(model)
         else:
             policy = model
+            name = str(getattr(policy, "name", model))
         self.policy = policy
-        self.name = str(getattr(policy, "name", model))
+        self.name = name
         self.temperature = float(temperature)
         self.max_new_tokens = int(max_new_tokens)
         self.seed = int(seed)
@@ -279,13 +306,64 @@ class GeneratorPolicy:
 
 
 def _import_callable(spec: str) -> Callable[[list[str]], Sequence[str]]:
-    module, _, attr = spec.partition(":")
-    fn: Any = importlib.import_module(module)
+    """The function of ``"module:function"``, imported as ``python -m`` would: the current folder comes first
+    on ``sys.path`` for the import (a user's ``mypackage/agent.py`` is found without ``PYTHONPATH=.``).
+
+    Raises:
+        UnknownModelError: the module is not found, has no such attribute, or it is not callable (one line).
+    """
+    module_name, _, attr = spec.partition(":")
+    saved = list(sys.path)
+    sys.path.insert(0, os.getcwd())
+    try:
+        fn: Any = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise  # an import inside the user's module failed: its own traceback says where
+        raise UnknownModelError(f"policy {spec!r}: no module {exc.name!r} in the current folder "
+                                f"({os.getcwd()}) or on the Python path; run from the folder that holds "
+                                f"{exc.name.split('.')[0]}, or install it") from None
+    finally:
+        sys.path[:] = saved
+    owner = module_name
     for part in attr.split("."):
-        fn = getattr(fn, part)
+        if not hasattr(fn, part):
+            public = [n for n in dir(fn) if not n.startswith("_")]
+            fix = close_match(part, public) or "; name a function of it after the colon"
+            raise UnknownModelError(f"policy {spec!r}: {owner} has no attribute {part!r}{fix}")
+        fn, owner = getattr(fn, part), f"{owner}.{part}"
     if not callable(fn):
-        raise TypeError(f"{spec} is not callable")
+        raise UnknownModelError(f"policy {spec!r}: {owner} is a {type(fn).__name__}, not a function; name a "
+                                "function prompts -> responses")
     return fn
+
+
+def _is_callable_spec(text: str) -> bool:
+    """Whether ``text`` reads as ``module:function`` (not an existing path, no ``/`` before the colon)."""
+    return ":" in text and not Path(text).exists() and "/" not in text.split(":", 1)[0]
+
+
+def check_policy(spec: Any, cache_dir: str | None = None) -> Any:
+    """Check a policy description before any work; what :func:`resolve_policy` then takes.
+
+    ``"random"`` and ``"oracle"`` are returned as they are, ``"module:function"`` as the imported
+    :class:`CallablePolicy`, a model name or folder as it is once
+    :func:`~agentgym_credit.baselines.models.resolve_model` has found it (nothing is loaded or downloaded);
+    anything that is not a string or path is returned unchanged.
+
+    Raises:
+        UnknownModelError: one line saying what ``spec`` is not (not a folder, not a model in the local
+            Hugging Face cache, not one of random/oracle/tiny/smollm2) with the name probably meant.
+    """
+    if not isinstance(spec, str | Path):
+        return spec
+    text = str(spec)
+    if text in POLICY_NAMES:
+        return text
+    if _is_callable_spec(text):
+        return CallablePolicy(_import_callable(text), name=text)
+    resolve_model(text, cache_dir, what="policy", others=POLICY_NAMES)
+    return spec
 
 
 def resolve_policy(spec: Any, *, seed: int = 0, temperature: float = 0.0, max_new_tokens: int = 128,
@@ -317,7 +395,7 @@ def resolve_policy(spec: Any, *, seed: int = 0, temperature: float = 0.0, max_ne
         return RandomPolicy(seed)
     if text == "oracle":
         return OraclePolicy()
-    if ":" in text and not Path(text).exists() and "/" not in text.split(":", 1)[0]:
+    if _is_callable_spec(text):
         return CallablePolicy(_import_callable(text), name=text)
     return GeneratorPolicy(text, temperature=temperature, max_new_tokens=max_new_tokens, seed=seed,
                            device=device, cache_dir=cache_dir, precision=precision)

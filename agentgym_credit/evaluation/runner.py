@@ -40,8 +40,11 @@ import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
+from agentgym_credit.argtypes import close_match
 from agentgym_credit.envs.eval_protocol import success_table
-from agentgym_credit.evaluation.policies import EvalPolicy, PolicyStep, resolve_policy
+from agentgym_credit.envs.group_vector import check_group_env_kwargs, group_env_options
+from agentgym_credit.errors import UnknownSplitError
+from agentgym_credit.evaluation.policies import EvalPolicy, PolicyStep, check_policy, resolve_policy
 from agentgym_credit.evaluation.protocols import (
     PROTOCOLS,
     EpisodeResult,
@@ -50,10 +53,10 @@ from agentgym_credit.evaluation.protocols import (
     EvaluationUnavailable,
     get_protocol,
 )
-from agentgym_credit.machine import machine_summary
+from agentgym_credit.machine import free_cores, machine_summary
 from agentgym_credit.wrappers.prompting import TEMPLATES
 
-__all__ = ["EvalResult", "Evaluator", "TASK_MODES", "evaluate", "held_out"]
+__all__ = ["EvalResult", "Evaluator", "TASK_MODES", "check_split", "evaluate", "held_out"]
 
 TASK_MODES = ("split", "seeded")
 """How :class:`Evaluator` picks its episodes: the protocol's split, or tasks drawn from reset seeds."""
@@ -165,16 +168,20 @@ class Evaluator:
         template: the prompt template (default: the protocol's; ``tasks="seeded"``: the family's).
         history_length: steps shown in the prompt (default: the template's).
         record: keep every step in :attr:`EvalResult.transcript`.
+        workers: worker processes that play the members of a batch side by side (the group env's
+            ``num_workers``; default: one per free core where the protocol is ``parallel``, else 0).
         **env_kwargs: further member constructor arguments (e.g. ``cache_dir``, ``data_path``).
 
     Raises:
         EvaluationUnavailable: the environment is unknown, unregistered or its extra is missing.
+        UnknownSplitError: ``split`` is not one of the protocol's splits.
+        TypeError: an environment argument names nothing the environment takes, or has the wrong type.
     """
 
     def __init__(self, env_id: str, split: str | None = None, *, episodes: int | None = None, samples: int = 1,
                  batch_size: int = 16, seed: int = 0, max_steps: int | None = None, progress: bool = True,
                  tasks: str = "split", template: str | None = None, history_length: int | None = None,
-                 record: bool = False, **env_kwargs: Any) -> None:
+                 record: bool = False, workers: int | None = None, **env_kwargs: Any) -> None:
         from agentgym_credit.envs.spec import family_of_template, response_format, template_for
         from agentgym_credit.wrappers import ParseActions, PromptObservations, RecordStepBatch
 
@@ -186,9 +193,7 @@ class Evaluator:
         self.record = bool(record)
         if tasks == "split":
             self.protocol: EvalProtocol | None = get_protocol(env_id)
-            self.split = self.protocol.splits[0] if split is None else split
-            if self.split not in self.protocol.splits and self.protocol.splits != ("",):
-                raise ValueError(f"{env_id} is evaluated on {self.protocol.splits}, not {self.split!r}")
+            self.split = check_split(self.protocol, split)
             template = self.protocol.template if template is None else template
             self.fmt = self.protocol.fmt
             kwargs = self.protocol.env_kwargs(self.split if self.protocol.splits != ("",) else "")
@@ -213,9 +218,11 @@ class Evaluator:
         # what the caller changed from the protocol's environment (recorded with the results)
         self.env_kwargs = {**({} if max_steps is None else {"max_steps": int(max_steps)}), **env_kwargs}
         self.max_steps = kwargs.get("max_steps")
+        check_group_env_kwargs(env_id, kwargs)
+        member_kwargs = {k: v for k, v in kwargs.items() if k not in group_env_options()}
         if self.protocol is not None and tasks == "split":
             try:
-                probe = gym.make(env_id, **kwargs).unwrapped
+                probe = gym.make(env_id, **member_kwargs).unwrapped
             except ImportError as exc:
                 raise EvaluationUnavailable(f"{env_id} needs an extra that is not installed: {exc}") from exc
             self.specs: list[EpisodeSpec] = self.protocol.episodes(probe, self.split, self.seed, episodes)
@@ -223,6 +230,15 @@ class Evaluator:
         else:
             self.specs = [EpisodeSpec(i, self.seed + i) for i in range(int(episodes or 0))]
         self.batch_size = max(1, min(int(batch_size), len(self.specs)))
+        if "num_workers" not in kwargs:
+            if workers is None:
+                parallel = self.protocol is not None and self.protocol.parallel
+                workers = free_cores() if parallel and free_cores() > 1 else 0
+            if workers < 0:
+                raise ValueError(f"workers must be >= 0 (0 = the members play in this process), "
+                                 f"got {workers}")
+            kwargs["num_workers"] = min(int(workers), self.batch_size * self.samples)
+        self.workers = int(kwargs["num_workers"])
         try:
             vec = gym.make_vec(env_id, num_envs=self.batch_size * self.samples, group_size=self.samples,
                                vectorization_mode="vector_entry_point", **kwargs)
@@ -254,8 +270,9 @@ class Evaluator:
         start = time.perf_counter()
         results: list[EpisodeResult] = []
         self._transcript: list[dict[str, Any]] = []
+        # smoothing=0: the estimate is the mean time per finished episode so far (episodes end in batches)
         bar = tqdm(total=len(self.specs) * self.samples, desc=f"eval {self.env_id} {agent.name}",
-                   disable=not self.progress, leave=False)
+                   unit="episode", smoothing=0.0, disable=not self.progress, leave=False)
         for lo in range(0, len(self.specs), self.batch_size):
             results.extend(self._run_batch(agent, self.specs[lo: lo + self.batch_size], bar))
         bar.close()
@@ -265,7 +282,8 @@ class Evaluator:
         settings = {
             "seed": self.seed, "samples": self.samples, "max_steps": self.max_steps,
             "env_kwargs": {k: v for k, v in self.env_kwargs.items() if _is_json(v)},
-            "batch_size": self.batch_size, "temperature": policy_kwargs.get("temperature", 0.0),
+            "batch_size": self.batch_size, "workers": self.workers,
+            "temperature": policy_kwargs.get("temperature", 0.0),
             "elapsed_s": time.perf_counter() - start, "episodes": len(self.specs),
             "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "machine": machine_summary(),
         }
@@ -277,10 +295,11 @@ class Evaluator:
         seeds = [s.seed for s in specs] + [0] * (self.batch_size - n)
         infos: dict[str, Any] = {}
         prompts: Sequence[str] = ()
-        for g, spec in enumerate(specs):  # one reset per task: its options pick the task
-            mask = np.zeros(self.vec.num_envs, dtype=bool)
-            mask[g * k:(g + 1) * k] = True
-            prompts, infos = self.env.reset(seed=seeds, options={**spec.options, "reset_mask": mask})
+        mask = np.zeros(self.vec.num_envs, dtype=bool)
+        mask[:n * k] = True  # one reset for the batch: each group's options pick its task
+        group_options = [dict(spec.options) for spec in specs] + [None] * (self.batch_size - n)
+        options = {"group_options": group_options, "reset_mask": mask}
+        prompts, infos = self.env.reset(seed=seeds, options=options)
         members = list(range(n * k))
         episode_of = {m: (specs[m // k].index, m % k) for m in members}
         said: dict[tuple[int, int], str] = {}  # (member, step) -> response, with record=True
@@ -342,16 +361,32 @@ class Evaluator:
         return rows
 
 
+def check_split(protocol: EvalProtocol, split: str | None) -> str:
+    """The evaluation split ``split`` names in ``protocol`` (``None``: its first).
+
+    Raises:
+        UnknownSplitError: ``split`` is not one of the protocol's splits (the message lists them, with the
+            closest).
+    """
+    if split is None:
+        return protocol.splits[0]
+    if split in protocol.splits or protocol.splits == ("",):
+        return split
+    fix = close_match(split, protocol.splits) or "; pass one of them"
+    raise UnknownSplitError(f"{protocol.env_id} is evaluated on the split {' or '.join(protocol.splits)}, "
+                            f"not {split!r}{fix}")
+
+
 def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: int | None = None,
              samples: int = 1, batch_size: int = 16, seed: int = 0, max_steps: int | None = None,
              temperature: float = 0.0, max_new_tokens: int = 128, device: str = "cpu", progress: bool = True,
-             precision: str = "float32", **env_kwargs: Any) -> EvalResult:
+             precision: str = "float32", workers: int | None = None, **env_kwargs: Any) -> EvalResult:
     """Evaluate ``policy`` on ``env_id``'s evaluation split with the papers' metrics (one-shot :class:`Evaluator`).
 
     Args:
         policy: ``"random"``, ``"oracle"``, a model folder / name / training run folder, ``"module:function"``,
             a callable ``prompts -> responses`` or an :class:`~agentgym_credit.evaluation.policies.EvalPolicy`.
-        env_id, split, episodes, samples, batch_size, seed, max_steps, progress, env_kwargs: see
+        env_id, split, episodes, samples, batch_size, seed, max_steps, progress, workers, env_kwargs: see
             :class:`Evaluator`.
         temperature: sampling temperature of model policies (0 = greedy).
         max_new_tokens: response budget of model policies.
@@ -359,8 +394,9 @@ def evaluate(policy: Any, env_id: str, split: str | None = None, *, episodes: in
         precision: forward passes of a model policy loaded from a name or folder (``"float32"``,
             ``"bfloat16"``, ``"auto"``).
     """
+    policy = check_policy(policy)  # a mistyped policy fails here, before the environment is built
     with Evaluator(env_id, split, episodes=episodes, samples=samples, batch_size=batch_size, seed=seed,
-                   max_steps=max_steps, progress=progress, **env_kwargs) as evaluator:
+                   max_steps=max_steps, progress=progress, workers=workers, **env_kwargs) as evaluator:
         return evaluator.run(policy, temperature=temperature, max_new_tokens=max_new_tokens, device=device,
                              precision=precision)
 

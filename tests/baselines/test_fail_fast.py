@@ -25,6 +25,12 @@ TINY = ["--model", "tiny", "--groups", "1", "--group-size", "2", "--max-new-toke
     (["--device", "cuda"], "--device cuda"),
     (["--backend", "vllm"], "vllm"),
     (["--history-length", "-1"], "history_length"),
+    (["--model", "tiiny"], "model 'tiiny' is not a folder, not a model in the local Hugging Face cache"),
+    (["--model", "tiiny"], "not one of tiny/smollm2; did you mean 'tiny'?"),
+    (["--model", "runs/gigpo"], "(`hf download runs/gigpo` where there is a network)"),
+    (["--env-kwarg", "max_stepz=3"], "SokobanEnv takes no argument 'max_stepz'; did you mean 'max_steps'?"),
+    (["--env-kwarg", 'num_boxes="2"'], "num_boxes must be int, got str '2'; write num_boxes=2, without quotes"),
+    (["--env-kwarg", "num_workers=1.5"], "num_workers must be int, got float 1.5; pass an int"),
 ])
 def test_bad_arguments_fail_in_one_line_before_any_work(flags, message, tmp_path, cache_dir, capsys):
     if "--device" in flags and torch.cuda.is_available():
@@ -34,6 +40,38 @@ def test_bad_arguments_fail_in_one_line_before_any_work(flags, message, tmp_path
     err = capsys.readouterr().err.strip()
     assert rc == 2 and not out.exists()
     assert err.startswith("agc train: error:") and message in err and "\n" not in err
+
+
+def test_agc_sft_names_a_mistyped_model_in_one_line(tmp_path, cache_dir, capsys):
+    from agentgym_credit.baselines.sft import main as sft_main
+
+    out = tmp_path / "sft"
+    rc = sft_main(["--env", "Sokoban-Group-v0", "--model", "smolm2", "--cache-dir", str(cache_dir), "--out-dir",
+                   str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and not out.exists() and "\n" not in err
+    assert err.startswith("agc sft: error: model 'smolm2' is not a folder") and "did you mean 'smollm2'?" in err
+
+
+def test_a_model_folder_without_a_model_is_named(tmp_path, cache_dir, capsys):
+    (tmp_path / "empty").mkdir()
+    rc = main(["--env", "Sokoban-Group-v0", *TINY[2:], "--model", str(tmp_path / "empty"), "--cache-dir",
+               str(cache_dir), "--out-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "is a folder without a model" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("group_size", "8", "group_size must be int, got str '8'; write group_size=8, without quotes"),
+    ("lr", "1e-4", "lr must be float, got str '1e-4'; write lr=0.0001, without quotes"),
+    ("shuffle", 1, "shuffle must be bool, got int 1; pass a bool"),
+    ("groups", True, "groups must be int, got bool True; pass an int"),
+])
+def test_config_values_of_the_wrong_type_are_named(field, value, message):
+    """A config file's strings are refused in one line naming the field, not as "'<' not supported"."""
+    with pytest.raises(TypeError) as caught:
+        TrainConfig(**{field: value, "model": "tiny"}).validate()
+    assert str(caught.value) == message
 
 
 def test_template_flag_selects_the_prompt(tiny_config):

@@ -181,3 +181,14 @@ def test_non_text_actions_become_picklable_stand_ins():
             raise RuntimeError("no")
 
     assert "failing repr" in as_text_action(BadRepr()).text
+
+
+def test_an_integer_action_is_an_invalid_step_that_says_actions_are_text(member):
+    """``env.step(0)`` (a Gymnasium habit) changes nothing and says why in ``info["error"]``."""
+    env_id, env = member
+    obs, info = env.reset(seed=0)
+    after, reward, terminated, truncated, info = env.step(0)
+    assert info["action_valid"] is False and reward <= 0.0 and not terminated and after == obs
+    assert info["error"] == "actions are text; got int 0 (pass the command as a str)"
+    assert env.step(np.int64(2))[4]["error"].startswith("actions are text; got int64 ")
+    assert env.step(lambda: 0)[4]["error"] == "actions are text; got function (pass the command as a str)"

@@ -91,6 +91,80 @@ def test_bad_arguments():
         env.step(["inc"])
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"group_size": "8"}, "group_size must be int, got str '8'; write group_size=8, without quotes"),
+    ({"num_envs": "8"}, "num_envs must be int, got str '8'; write num_envs=8, without quotes"),
+    ({"num_workers": 1.5}, "num_workers must be int, got float 1.5; pass an int"),
+    ({"worker_timeout": "30"}, "worker_timeout must be float, got str '30'; write worker_timeout=30.0"),
+    ({"seed": "1"}, "seed must be a non-negative int or None"),
+    ({"max_steps": "5"}, "max_steps must be int, got str '5'; write max_steps=5, without quotes"),
+    ({"max_stepz": 5}, "CounterEnv takes no argument 'max_stepz'; did you mean 'max_steps'?"),
+])
+def test_numeric_arguments_of_the_wrong_type_are_named(kwargs, message):
+    """A config file's "8" is refused in one line naming the argument, not deep inside as "'<' not supported"."""
+    args = {"num_envs": 8, "group_size": 4, **kwargs}
+    with pytest.raises(TypeError) as caught:
+        GroupVectorEnv(TOY, **args)
+    assert message in str(caught.value) and "not supported" not in str(caught.value)
+
+
+def test_make_vec_numeric_arguments_are_checked_before_any_member_is_built():
+    with pytest.raises(TypeError, match="group_size must be int, got str '8'"):
+        gym.make_vec("Sokoban-Group-v0", num_envs=8, group_size="8", vectorization_mode="vector_entry_point")
+    with pytest.raises(TypeError, match="num_boxes must be int, got str '2'"):  # the members' too, with workers
+        gym.make_vec("Sokoban-Group-v0", num_envs=2, num_boxes="2", num_workers=1,
+                     vectorization_mode="vector_entry_point")
+
+
+def test_group_options_give_each_group_its_own_task_in_one_reset():
+    local, workers = _both()
+    try:
+        for env in (local, workers):
+            plain = env.reset(seed=3)[0]
+            obs, _ = env.reset(seed=3, options={"group_options": [{"start": 1}, {"start": 4}]})
+            assert [o.split()[1] for o in obs] == ["1", "1", "4", "4"]  # members 0-1 are group 0, 2-3 group 1
+            mask = np.array([False, False, True, True])  # group 0's entry is ignored: it is not reset
+            obs, _ = env.reset(seed=3, options={"group_options": [{"start": 0}, None], "reset_mask": mask})
+            assert obs == (obs[0], obs[0], plain[2], plain[3]) and obs[0].split()[1] == "1"
+        with pytest.raises(ValueError, match="one entry per group"):
+            local.reset(options={"group_options": [{"start": 1}]})
+        with pytest.raises(TypeError, match="sequence of one mapping"):
+            local.reset(options={"group_options": {"start": 1}})
+        with pytest.raises(ValueError, match="cannot set reset_mask"):
+            local.reset(options={"group_options": [{"group_id": 1}, None]})
+    finally:
+        workers.close()
+
+
+def test_apply_runs_where_each_member_lives():
+    from tests.envs.toy_envs import value_plus
+
+    local, workers = _both()
+    try:
+        answers = []
+        for env in (local, workers):
+            env.reset(seed=5)
+            answers.append(env.apply(value_plus, {0: (10,), 3: (20,)}))
+            with pytest.raises(ValueError, match="k must be >= 0"):  # the member's own exception
+                env.apply(value_plus, {2: (-1,)})
+        assert answers[0] == answers[1] and set(answers[0]) == {0, 3}
+        with pytest.raises(TypeError, match="picklable"):
+            local.apply(lambda env: 0, {0: ()})
+    finally:
+        workers.close()
+
+
+def test_workers_step_their_members_side_by_side():
+    env = GroupVectorEnv(TOY, num_envs=2, group_size=1, num_workers=2)
+    try:
+        env.reset(seed=0)
+        infos = env.step(["sleep", "sleep"])[4]
+        (a0, a1), (b0, b1) = infos["slept"]
+        assert a0 < b1 and b0 < a1  # the two workers' sleeps overlap: both were asked before either answered
+    finally:
+        env.close()
+
+
 def test_make_vec_through_registration():
     env = gym.make_vec("Sokoban-Group-v0", num_envs=6, vectorization_mode="vector_entry_point", group_size=3)
     obs, info = env.reset(seed=5)
@@ -132,7 +206,7 @@ def test_unpicklable_and_odd_actions_are_clean_invalid_steps_with_and_without_wo
         assert outs[0] == outs[1]
         first, second = outs[0]
         assert first[4]["action_valid"] == [False, False, True, False]
-        assert "action must be a str, got function" in first[4]["error"][0]
+        assert first[4]["error"][0] == "actions are text; got function (pass the command as a str)"
         assert workers.worker_restarts == 0
     finally:
         workers.close()
@@ -279,7 +353,9 @@ def test_killed_worker_during_masked_reset_closes_the_lost_trajectories_as_crash
 def test_worker_that_cannot_build_its_members_fails_at_construction():
     from agentgym_credit.errors import WorkerStartError
 
-    with pytest.raises(WorkerStartError, match="no_such_kwarg"):
+    with pytest.raises(WorkerStartError, match="max_steps must be positive"):  # the constructor itself raises
+        GroupVectorEnv(TOY, num_envs=2, group_size=1, num_workers=1, max_steps=0)
+    with pytest.raises(TypeError, match="no_such_kwarg"):  # an argument it does not take: refused before any worker
         GroupVectorEnv(TOY, num_envs=2, group_size=1, num_workers=1, no_such_kwarg=1)
 
 

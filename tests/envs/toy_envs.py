@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 from agentgym_credit.envs.base import GroupMemberEnv, StepOutcome
@@ -12,7 +13,8 @@ class CounterEnv(GroupMemberEnv):
     """Reach the target number by 'inc'/'dec' from a seeded start.
 
     'crash' kills the process, 'raise' raises, 'unpicklable' returns an info value that cannot be
-    pickled; ``reset(options={"fail": True})`` raises.
+    pickled, 'sleep' waits 0.3 s and reports when (``info["slept"]``: wall-clock start and end);
+    ``reset(options={"fail": True})`` raises, ``reset(options={"start": v})`` starts from ``v``.
     """
 
     def __init__(self, max_steps: int = 6) -> None:
@@ -25,6 +27,8 @@ class CounterEnv(GroupMemberEnv):
             raise ValueError("reset asked to fail")
         self.value = int(self.np_random.integers(0, 5))
         self.target = int(self.np_random.integers(5, 8))
+        if "start" in options:
+            self.value = int(options["start"])
         return self._obs(), {"anchor": str(self.value), "admissible_actions": ["inc", "dec"],
                              "task": f"reach {self.target}", "task_id": f"t{self.target}"}
 
@@ -36,6 +40,11 @@ class CounterEnv(GroupMemberEnv):
             os._exit(3)
         if action == "raise":
             raise RuntimeError("member bug")
+        if action == "sleep":
+            began = time.time()
+            time.sleep(0.3)
+            return StepOutcome(self._obs(), 0.0, False, False, True, str(self.value),
+                               {"slept": (began, time.time())})
         if action == "unpicklable":
             return StepOutcome(self._obs(), 0.0, False, False, True, str(self.value), {"callback": lambda: 0})
         valid = action in ("inc", "dec")
@@ -43,3 +52,10 @@ class CounterEnv(GroupMemberEnv):
             self.value += 1 if action == "inc" else -1
         won = self.value == self.target
         return StepOutcome(self._obs(), 10.0 if won else 0.0, won, won, valid, str(self.value))
+
+
+def value_plus(env: CounterEnv, k: int) -> int:
+    """The member's value plus ``k`` (run where the member lives by ``GroupVectorEnv.apply``)."""
+    if k < 0:
+        raise ValueError("k must be >= 0")
+    return env.value + k

@@ -73,3 +73,99 @@ def test_agc_eval_env_kwargs_reach_the_environment_and_the_results(tmp_path) -> 
     assert data["settings"]["max_steps"] == 1 and all(e["steps"] == 1 for e in data["episodes"])
     assert 0.1 < data["headline"] / 100 < 0.45  # one of the four moves solves the room
     assert "environment max_steps=1, max_solution_steps=1" in next(tmp_path.glob("*.md")).read_text()
+
+
+@pytest.mark.parametrize("policy, message", [
+    ("randomm", "not a folder, not a model in the local Hugging Face cache"),
+    ("randomm", "not one of random/oracle/tiny/smollm2; did you mean 'random'?"),
+    ("oracel", "did you mean 'oracle'?"),
+    ("tiiny", "did you mean 'tiny'?"),
+    ("runs/gigpo", "pass an existing folder, a model downloaded into the cache (`hf download runs/gigpo`"),
+    ("someone/not-a-cached-model", "nothing is downloaded"),
+])
+def test_agc_eval_names_what_a_mistyped_policy_is_not(policy, message, tmp_path, monkeypatch, capsys) -> None:
+    """One line, before any work, no network: a hub name that is not in the local cache is not looked up."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # an empty cache
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setattr(hub_constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.chdir(tmp_path)
+    assert main(["eval", "--env", "Sokoban-Group-v0", "--policy", policy, "--out-dir", "out"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"agc eval: error: policy {policy!r}") and "\n" not in err
+    assert message in err and not (tmp_path / "out").exists()
+
+
+def test_agc_eval_names_a_folder_without_a_model(tmp_path, capsys) -> None:
+    (tmp_path / "notes").mkdir()
+    assert main(["eval", "--env", "Sokoban-Group-v0", "--policy", str(tmp_path / "notes")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "is a folder without a model" in err and "pass the run's folder" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("agc_no_such_pkg.agent:respond", "no module 'agc_no_such_pkg' in the current folder"),
+    ("json:dumpz", "json has no attribute 'dumpz'; did you mean 'dump'?"),
+    ("json:decoder", "json.decoder is a module, not a function"),
+])
+def test_agc_eval_names_what_is_wrong_with_a_module_function_policy(spec, message, capsys) -> None:
+    assert main(["eval", "--env", "Sokoban-Group-v0", "--policy", spec]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agc eval: error:") and message in err and "\n" not in err
+
+
+def test_agc_eval_imports_a_module_function_from_the_current_folder(tmp_path, monkeypatch) -> None:
+    """As ``python -m`` does: the user's package next to where agc runs, without PYTHONPATH=."""
+    package = tmp_path / "agc_user_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "agent.py").write_text(
+        "def respond(prompts):\n    return ['<think>t</think><action>up</action>' for _ in prompts]\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    path_before = list(sys.path)
+    try:
+        rc = main(["eval", "--env", "Sokoban-Group-v0", "--policy", "agc_user_pkg.agent:respond", "--episodes", "2",
+                   "--out-dir", "out", "--no-progress"])
+        assert rc == 0 and sys.path == path_before  # the current folder was on the path for the import only
+        data = json.loads(next((tmp_path / "out").glob("*.json")).read_text())
+        assert data["policy"] == "agc_user_pkg.agent:respond" and len(data["episodes"]) == 2
+    finally:
+        for name in ("agc_user_pkg.agent", "agc_user_pkg"):
+            sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--env", "ALFWorld-Group-v0", "--split", "valid"],
+     "ALFWorld-Group-v0 is evaluated on the split valid_seen or valid_unseen, not 'valid'; did you mean"),
+    (["--env", "Sokoban-Group-v1"], "no evaluation protocol for 'Sokoban-Group-v1'"),
+    (["--env", "Sokoban-Group-v0", "--max-steps", "3", "--env-kwarg", "max_steps=4"],
+     "--max-steps and --env-kwarg max_steps= disagree; pass only one of them"),
+    (["--env", "Sokoban-Group-v0", "--env-kwarg", "max_solution_step=2"],
+     "SokobanEnv takes no argument 'max_solution_step'; did you mean 'max_solution_steps'?"),
+    (["--env", "Sokoban-Group-v0", "--env-kwarg", "num_boxes=\"2\""],
+     "num_boxes must be int, got str '2'; write num_boxes=2, without quotes"),
+])
+def test_agc_eval_bad_arguments_end_in_one_line(argv, message, capsys) -> None:
+    if "ALFWorld" in argv[1]:
+        pytest.importorskip("alfworld")
+    assert main(["eval", *argv, "--policy", "random"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agc eval: error:") and message in err and "\n" not in err
+
+
+def test_agc_eval_names_the_output_after_a_trained_policy(tmp_path) -> None:
+    """A run folder's policy is written as eval_<env>_<split>_<run folder name>, not …_policy."""
+    from agentgym_credit.evaluation.runner import EvalResult
+
+    run = tmp_path / "gigpo-sokoban"
+    (run / "policy").mkdir(parents=True)
+    (run / "policy" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (run / "config.json").write_text(json.dumps({"estimator": "gigpo"}))
+    from agentgym_credit.baselines.models import model_label, resolve_model
+
+    assert resolve_model(str(run)) == str(run / "policy")
+    for given in (run, run / "policy"):
+        result = EvalResult("Sokoban-Group-v0", "", model_label(given), {}, 0.0)
+        json_path, _ = result.write(tmp_path / "out")
+        assert json_path.name == "eval_Sokoban-Group-v0_default_gigpo-sokoban.json"

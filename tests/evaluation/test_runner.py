@@ -158,6 +158,25 @@ def test_evaluator_is_reusable_inside_a_training_loop() -> None:
     assert oracle.headline >= first.headline
 
 
+@pytest.mark.parametrize("policy", ["oracle", "random"])
+def test_worker_processes_play_the_same_episodes(policy: str) -> None:
+    """--workers plays a batch's tasks in worker processes (the oracle runs there too) with the same results."""
+    results = [evaluate(policy, "Sokoban-Group-v0", episodes=10, samples=2, batch_size=4, seed=3, progress=False,
+                        workers=workers) for workers in (0, 2)]
+    episodes = [[(e.index, e.sample, e.task_id, e.won, e.reward, e.steps) for e in r.episodes] for r in results]
+    assert episodes[0] == episodes[1] and len(episodes[0]) == 20
+    assert [r.settings["workers"] for r in results] == [0, 2]
+
+
+def test_alfworld_oracle_in_workers_matches_in_process() -> None:
+    pytest.importorskip("alfworld")
+    kinds = ["look_at_obj_in_light"]  # small rooms: short searches where a plan is not shipped
+    results = [evaluate("oracle", "ALFWorld-Group-v0", "valid_seen", episodes=2, batch_size=2, progress=False,
+                        task_types=kinds, workers=workers) for workers in (0, 2)]
+    episodes = [[(e.task_id, e.won, e.steps) for e in r.episodes] for r in results]
+    assert episodes[0] == episodes[1] and all(won for _, won, _ in episodes[0])
+
+
 def test_unknown_or_unregistered_environment_is_a_clear_error() -> None:
     with pytest.raises(EvaluationUnavailable, match="no evaluation protocol"):
         get_protocol("CartPole-v1")
@@ -166,6 +185,8 @@ def test_unknown_or_unregistered_environment_is_a_clear_error() -> None:
             get_protocol("AppWorld-Group-v0")
     with pytest.raises(ValueError, match="valid_seen"):
         Evaluator("ALFWorld-Group-v0", "train")
+    with pytest.raises(ValueError, match="not 'valid'; did you mean 'valid_seen'"):
+        Evaluator("ALFWorld-Group-v0", "valid")
 
 
 def test_model_policy_is_loaded_in_the_requested_precision(tmp_path) -> None:

@@ -103,3 +103,17 @@ def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_o
                                         vectorization_mode="vector_entry_point"))
     assert sokoban.penalty == 0.1
     sokoban.close()
+
+
+def test_a_response_that_is_not_text_reaches_the_member_and_is_named():
+    import gymnasium as gym
+
+    from agentgym_credit.wrappers import ParseActions
+
+    env = ParseActions(gym.make_vec("Sokoban-Group-v0", num_envs=2, vectorization_mode="vector_entry_point"))
+    env.reset(seed=0)
+    infos = env.step([0, "<think>t</think><action>up</action>"])[4]
+    message = "actions are text; got int 0 (pass the command as a str)"
+    assert infos["format_error"][0] == message and infos["error"][0] == message
+    assert list(infos["action_valid"]) == [False, infos["action_valid"][1]] and not infos["format_valid"][0]
+    env.close()

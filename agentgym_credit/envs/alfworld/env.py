@@ -37,6 +37,7 @@ from typing import Any
 
 from agentgym_credit.envs.alfworld.data import GameRecord, find_games, normalize_task_types, record_for
 from agentgym_credit.envs.alfworld.engine import AlfredEngine
+from agentgym_credit.envs.alfworld.plans import PlanCache
 from agentgym_credit.envs.base import INVALID_ACTION_OBSERVATION, GroupMemberEnv, StepOutcome, integer_option
 
 __all__ = ["ALFWorldEnv", "WIN_REWARD", "format_anchor"]
@@ -66,6 +67,8 @@ class ALFWorldEnv(GroupMemberEnv):
         game_files: play exactly these games (``game.tw-pddl`` files or trial folders) instead of
             looking them up; ``split`` and ``data_path`` are then ignored.
         render_mode: ``"ansi"`` or ``None``.
+        plan_cache: where :meth:`expert_next_action`'s plans are kept (default: the machine's
+            :data:`~agentgym_credit.envs.alfworld.plans.SHARED_PLAN_CACHE`, with the shipped plans).
 
     Example:
         >>> import gymnasium as gym, agentgym_credit  # doctest: +SKIP
@@ -84,6 +87,7 @@ class ALFWorldEnv(GroupMemberEnv):
         max_steps: int = 50,
         game_files: Sequence[str | os.PathLike[str]] | None = None,
         render_mode: str | None = None,
+        plan_cache: PlanCache | None = None,
     ) -> None:
         super().__init__(max_steps=max_steps, render_mode=render_mode)
         if game_files is not None:
@@ -96,7 +100,7 @@ class ALFWorldEnv(GroupMemberEnv):
             records = find_games(split, data_path, task_types)
         self.split = split
         self.games: tuple[GameRecord, ...] = tuple(records)
-        self._engine = AlfredEngine()
+        self._engine = AlfredEngine(plan_cache=plan_cache)
         self._record: GameRecord | None = None
         self._task = ""
         self._valid_history: list[str] = []

@@ -17,12 +17,21 @@ in memory and in one small JSON file per game under ``$AGC_CACHE_DIR/alfworld/pl
 per machine, on first use: the oracle's plan from a game's initial state, and the replans after
 detours, which are mostly the same few states. The cache changes no plan: what it returns is what the
 planner returned for that state (a test plans again and compares).
+
+The package also ships the plans the planning oracle uses on the shipped evaluation games
+(:data:`SHIPPED_PLANS`, made by :func:`~agentgym_credit.envs.alfworld.shipped_plans.build_shipped_plans`,
+``agc alfworld plans``): every plan of an oracle episode on each ``valid_seen`` and ``valid_unseen`` game, so
+that ``agc eval --env ALFWorld-Group-v0 --policy oracle`` plans nothing even the first time on a machine.
+:data:`SHARED_PLAN_CACHE` reads them after its own plans (``shipped=True``); they are used only with the
+planner version they were made with.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import lzma
 import os
 import tempfile
 import threading
@@ -31,7 +40,19 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PlanCache", "SHARED_PLAN_CACHE", "default_plan_dir", "state_digest"]
+__all__ = [
+    "PlanCache",
+    "SHARED_PLAN_CACHE",
+    "SHIPPED_PLANS",
+    "default_plan_dir",
+    "planner_version",
+    "shipped_plans",
+    "state_digest",
+]
+
+#: The plans shipped with the package, xz-compressed JSON:
+#: ``{"planner": version, "plans": {game: {state: plan}}}``.
+SHIPPED_PLANS = Path(__file__).resolve().parent / "data" / "alfworld_plans.json.xz"
 
 
 def default_plan_dir() -> Path:
@@ -40,7 +61,8 @@ def default_plan_dir() -> Path:
     return Path(root) / "alfworld" / "plans"
 
 
-def _planner_version() -> str:
+def planner_version() -> str:
+    """The installed planner's version (``fast-downward-textworld``): plans are kept per version."""
     try:
         return metadata.version("fast-downward-textworld")
     except metadata.PackageNotFoundError:  # pragma: no cover - the alfworld extra installs it
@@ -53,20 +75,35 @@ def state_digest(facts: Iterable[Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+@functools.lru_cache(maxsize=1)
+def shipped_plans() -> dict[str, dict[str, list[str]]]:
+    """The shipped plans (:data:`SHIPPED_PLANS`) by game and state digest; empty when the file is missing or
+    unreadable, or was made with another planner version."""
+    try:
+        stored = json.loads(lzma.decompress(SHIPPED_PLANS.read_bytes()).decode("utf-8"))
+    except (OSError, ValueError, lzma.LZMAError):
+        return {}
+    if not isinstance(stored, dict) or stored.get("planner") != planner_version():
+        return {}
+    return stored.get("plans", {})
+
+
 class PlanCache:
     """Plans by (game digest, state digest), in memory and, when ``path`` is set, on disk.
 
     Args:
         path: the folder of the per-game JSON files; ``None`` keeps plans in memory only.
+        shipped: also return the plans shipped with the package (:func:`shipped_plans`) before planning.
 
     Attributes:
-        hits: plans returned from the cache.
+        hits: plans returned from the cache (the shipped plans included).
         misses: plans computed by the planner.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, shipped: bool = False) -> None:
         self.path = None if path is None else Path(path)
-        self._version = _planner_version()
+        self.shipped = bool(shipped)
+        self._version = planner_version()
         self._plans: dict[str, dict[str, list[str]]] = {}
         self._lock = threading.Lock()
         self.hits = 0
@@ -121,6 +158,8 @@ class PlanCache:
         """
         with self._lock:
             plan = self._load(game).get(state)
+            if plan is None and self.shipped:
+                plan = shipped_plans().get(game, {}).get(state)
             if plan is not None:
                 self.hits += 1
                 return list(plan)
@@ -138,5 +177,8 @@ class PlanCache:
             self._plans.clear()
 
 
-#: The process-wide cache every engine uses unless given its own (``AGC_ALFWORLD_PLAN_CACHE=0``: memory only).
-SHARED_PLAN_CACHE = PlanCache(None if os.environ.get("AGC_ALFWORLD_PLAN_CACHE") == "0" else default_plan_dir())
+#: The process-wide cache every engine uses unless given its own, on disk and with the shipped plans
+#: (``AGC_ALFWORLD_PLAN_CACHE=0``: nothing is written to disk).
+SHARED_PLAN_CACHE = PlanCache(
+    None if os.environ.get("AGC_ALFWORLD_PLAN_CACHE") == "0" else default_plan_dir(), shipped=True
+)

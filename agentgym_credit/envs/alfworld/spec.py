@@ -4,12 +4,14 @@
   commands (without ``help``).
 * Evaluation — every game of ``valid_seen`` / ``valid_unseen`` once, 50 steps; the success rate per task type
   (Pick, Look, Clean, Heat, Cool, Pick2) and All, the columns of "Group-in-Group Policy Optimization for LLM
-  Agent Training" (arXiv:2505.10978), Table 1.
+  Agent Training" (arXiv:2505.10978), Table 1. Loading a game translates its PDDL problem (seconds), so the
+  games of a batch load in worker processes side by side (``parallel=True``).
 * Oracle — the PDDL planner's next command from the current state
   (:meth:`~agentgym_credit.envs.alfworld.env.ALFWorldEnv.expert_next_action`); its ``agc sft`` noise is
   another admissible command.
 * GraphGPO's ω = 0.1 (arXiv:2605.26684, Appendix D.1).
-* ``agc alfworld generate OUT`` (games from the shipped floor plans) and ``agc alfworld stats [DIR]``.
+* ``agc alfworld generate OUT`` (games from the shipped floor plans), ``agc alfworld plans`` (the oracle's
+  plans on the shipped evaluation games, shipped with the package) and ``agc alfworld stats [DIR]``.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def _metrics(results: Sequence[EpisodeResult]) -> dict:
 
 
 PROTOCOL = EvalProtocol(ID, "alfworld", "action", 50, ("valid_seen", "valid_unseen"), ("task_type",),
-                        ("success_by_task_type", "All", "success"), _episodes, _metrics)
+                        ("success_by_task_type", "All", "success"), _episodes, _metrics, parallel=True)
 
 
 class ALFWorldOracle:
@@ -100,17 +102,29 @@ def _noise(oracle: ALFWorldOracle, member: int, env: Any, info: dict[str, Any],
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     alf = parser.add_subparsers(dest="alfworld_command", required=True)
-    gen = alf.add_parser("generate", help="generate solvable ALFWorld games offline")
-    gen.add_argument("out_dir", type=Path, help="output folder; usable as ALFWORLD_DATA")
-    gen.add_argument("--n-per-task", type=int, default=None, help="games per task type and split")
+    gen = alf.add_parser("generate", help="generate solvable ALFWorld games offline.")
+    gen.add_argument("out_dir", type=Path, help="output folder; usable as ALFWORLD_DATA.")
+    gen.add_argument("--n-per-task", type=int, default=None, help="games per task type and split.")
     gen.add_argument("--n-games", type=int, default=None,
-                     help="games per split, split over task types like the real train split (default 12)")
-    gen.add_argument("--splits", nargs="+", default=["train", "valid_seen", "valid_unseen"])
-    gen.add_argument("--task-types", nargs="+", default=None, help="names or upstream ids 1-6")
-    gen.add_argument("--seed", type=int, default=0)
-    gen.add_argument("--workers", type=int, default=1)
-    stats = alf.add_parser("stats", help="task shares, scenes, receptacles, walkthroughs of a game folder")
-    stats.add_argument("data_dir", type=Path, nargs="?", default=None, help="default: the shipped games")
+                     help="games per split, split over task types like the real train split (default 12).")
+    gen.add_argument("--splits", nargs="+", default=["train", "valid_seen", "valid_unseen"],
+                     help="the splits to generate.")
+    gen.add_argument("--task-types", nargs="+", default=None,
+                     help="the task types to generate: names or upstream ids 1-6 (default: all).")
+    gen.add_argument("--seed", type=int, default=0, help="seed of the games drawn.")
+    gen.add_argument("--workers", type=int, default=1, help="processes that generate games side by side.")
+    plans = alf.add_parser("plans", help="plan the oracle's episodes on the shipped evaluation games and "
+                                         "write the plans shipped with the package.")
+    plans.add_argument("--out", type=Path, default=None,
+                       help="the file to write (default: the package's data/alfworld_plans.json.xz).")
+    plans.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"],
+                       help="the splits to plan.")
+    plans.add_argument("--workers", type=int, default=1, help="processes that plan games side by side.")
+    plans.add_argument("--search-all", action="store_true",
+                       help="search every plan again instead of reading the machine's plan cache.")
+    stats = alf.add_parser("stats", help="task shares, scenes, receptacles, walkthroughs of a game folder.")
+    stats.add_argument("data_dir", type=Path, nargs="?", default=None,
+                       help="the game folder (default: the shipped games).")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -119,6 +133,15 @@ def _run(args: argparse.Namespace) -> int:
         from agentgym_credit.envs.alfworld.stats import collect_stats, format_table
 
         print(format_table(collect_stats(args.data_dir or shipped_games_root())))
+        return 0
+    if args.alfworld_command == "plans":
+        from agentgym_credit.envs.alfworld.plans import SHIPPED_PLANS, default_plan_dir
+        from agentgym_credit.envs.alfworld.shipped_plans import build_shipped_plans
+
+        path = build_shipped_plans(args.out or SHIPPED_PLANS, splits=args.splits, workers=args.workers,
+                                   plan_dir=None if args.search_all else default_plan_dir())
+        print(f"oracle plans of the shipped {' and '.join(args.splits)} games: {path} "
+              f"({path.stat().st_size / 1024:.0f} KiB)")
         return 0
     from agentgym_credit.envs.alfworld.generate import generate_games
 
@@ -142,6 +165,6 @@ SPEC = EnvFamilySpec(
     oracle=ALFWorldOracle,
     noise=_noise,
     graphgpo_omega=0.1,
-    commands=(CommandSpec("alfworld", "ALFWorld tools", _add_arguments, _run),),
+    commands=(CommandSpec("alfworld", "ALFWorld tools (agc alfworld --help).", _add_arguments, _run),),
     docs="environments/alfworld.md",
 )

@@ -131,10 +131,13 @@ class AppWorldOracle:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     app = parser.add_subparsers(dest="appworld_command", required=True)
-    setup = app.add_parser("setup", help="create the AppWorld venv (appworld==0.1.3.post1, offline install)")
-    setup.add_argument("--venv", type=Path, default=None, help="default: $AGC_APPWORLD_VENV or the user cache")
-    evaluate = app.add_parser("evaluate", help="run the scripted solutions; TGC/SGC per split and difficulty")
-    evaluate.add_argument("--splits", nargs="+", default=None)
+    setup = app.add_parser("setup", help="create the AppWorld venv (appworld==0.1.3.post1, offline install).")
+    setup.add_argument("--venv", type=Path, default=None,
+                       help="where the venv goes (default: $AGC_APPWORLD_VENV or the user cache).")
+    evaluate = app.add_parser("evaluate",
+                              help="run the scripted solutions; TGC/SGC per split and difficulty.")
+    evaluate.add_argument("--splits", nargs="+", default=None,
+                          help="the splits to evaluate (default: every one).")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -158,6 +161,6 @@ SPEC = EnvFamilySpec(
     response_format="code",
     protocols=(PROTOCOL,),
     oracle=AppWorldOracle,
-    commands=(CommandSpec("appworld", "AppWorld tools", _add_arguments, _run),),
+    commands=(CommandSpec("appworld", "AppWorld tools (agc appworld --help).", _add_arguments, _run),),
     docs="environments/appworld.md",
 )

@@ -1,0 +1,75 @@
+"""Argument checks: values against their type annotations, and names against the names accepted.
+
+A value read from a config file or a command line as text (``group_size="8"``) would otherwise fail deep
+inside as ``'<' not supported between instances of 'str' and 'int'``. :func:`check_type` refuses it in one
+line that names the argument and, where the text reads as the expected number, the spelling to use; strings
+are never parsed. Only scalar annotations are checked (``int``, ``float``, ``bool``, ``str`` and their unions
+with ``None``); containers and other classes pass unchecked. An ``int`` passes for a ``float``, a ``bool``
+only for a ``bool``, a numpy scalar like the Python one.
+
+:func:`close_match` is the ``"; did you mean 'X'?"`` of a mistyped name (:func:`difflib.get_close_matches`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+from collections.abc import Iterable
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
+
+import numpy as np
+
+__all__ = ["check_type", "close_match", "scalar_types"]
+
+_SCALARS = (bool, int, float, str)
+
+
+def scalar_types(hint: Any) -> tuple[type, ...] | None:
+    """The scalar classes ``hint`` allows (``int | None`` → ``(int, NoneType)``), or None when it allows
+    anything else too (a container, a class, ``Any``)."""
+    origin = get_origin(hint)
+    args = get_args(hint) if origin in (Union, UnionType) else (hint,)
+    if not all(a is type(None) or a in _SCALARS for a in args):
+        return None
+    return tuple(args)
+
+
+def check_type(name: str, value: Any, hint: Any) -> None:
+    """Raise ``TypeError`` when ``value`` does not fit the scalar annotation ``hint``.
+
+    Args:
+        name: the argument's name, for the message.
+        value: its value.
+        hint: its annotation (an evaluated type, e.g. from ``typing.get_type_hints``).
+
+    Raises:
+        TypeError: ``"group_size must be int, got str '8'; write group_size=8, without quotes"``.
+    """
+    allowed = scalar_types(hint)
+    if allowed is None or (value is None and type(None) in allowed):
+        return
+    is_bool = isinstance(value, bool | np.bool_)
+    if bool in allowed and is_bool:
+        return
+    if not is_bool and (int in allowed or float in allowed) and isinstance(value, int | np.integer):
+        return
+    if not is_bool and float in allowed and isinstance(value, float | np.floating):
+        return
+    if str in allowed and isinstance(value, str):
+        return
+    kinds = " or ".join(t.__name__ for t in allowed if t is not type(None))
+    fix = f"; pass {'an' if kinds[0] in 'aeiou' else 'a'} {kinds}"
+    if isinstance(value, str):
+        for kind in (int, float):
+            if kind in allowed:
+                with contextlib.suppress(ValueError):
+                    fix = f"; write {name}={kind(value)!r}, without quotes"
+                    break
+    raise TypeError(f"{name} must be {kinds}, got {type(value).__name__} {value!r}{fix}")
+
+
+def close_match(name: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'X'?"`` for the candidate closest to ``name``, or ``""`` when none is close."""
+    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]!r}?" if found else ""

@@ -1,0 +1,85 @@
+"""Every flag of the ``agc`` commands has a complete one-line help: a sentence, no reST markup, not cut."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentgym_credit.cli import build_parser as agc_parser
+from agentgym_credit.evaluation.cli import build_parser as eval_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _benchmark_parser(name: str) -> argparse.ArgumentParser:
+    spec = importlib.util.spec_from_file_location(f"agc_help_{name}", ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.build_parser()
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    from agentgym_credit.baselines.sft import build_parser as sft_parser
+    from agentgym_credit.baselines.train_cli import build_parser as train_parser
+
+    return {
+        "agc": agc_parser()[0],
+        "agc train": train_parser(),
+        "agc sft": sft_parser(),
+        "agc eval": eval_parser(),
+        "agc run": _benchmark_parser("credit_quality"),
+    }
+
+
+def _helps(name: str, parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+    """(where, help text, parser) of every argument and subcommand, through nested subcommands."""
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                yield f"{name} {choice.dest}", choice.help or "", parser
+            for sub_name, sub in action.choices.items():
+                yield from _helps(f"{name} {sub_name}", sub)
+            continue
+        yield f"{name} {'/'.join(action.option_strings) or action.dest}", action.help or "", parser
+
+
+@pytest.fixture(scope="module")
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    pytest.importorskip("torch")
+    return _parsers()
+
+
+def test_every_flag_has_a_complete_one_line_help(parsers) -> None:
+    seen = 0
+    for name, parser in parsers.items():
+        for where, text, _ in _helps(name, parser):
+            seen += 1
+            assert text.strip(), f"{where}: no help"
+            assert "``" not in text and ":class:" not in text and ":func:" not in text, (
+                f"{where}: reST markup"
+            )
+            assert text.rstrip().endswith("."), f"{where}: the help does not end its sentence: {text!r}"
+            assert text.count("(") == text.count(")"), f"{where}: unbalanced parentheses: {text!r}"
+    assert seen > 80  # train alone has over 40 flags
+
+
+def test_help_output_breaks_lines_between_words(parsers) -> None:
+    """argparse's default wrapping breaks after a hyphen (``vllm-`` / ``cpu``): a line looks cut mid-word."""
+    for name, parser in parsers.items():
+        text = parser.format_help()
+        cut = [line for line in text.splitlines() if line.rstrip().endswith("-") and not line.strip() == "-"]
+        assert not cut, f"{name} --help: lines cut at a hyphen: {cut}"
+        assert "(default: None)" not in text, f"{name} --help shows default None"
+
+
+def test_defaults_stay_inside_the_sentence() -> None:
+    text = eval_parser().format_help()
+    assert "runs per task (the group size) (default: 1)." in " ".join(text.split())
