@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs
+from .runtime import packed_linears
 
 __all__ = ["BACKENDS", "DECODERS", "DEFAULT_STOP", "Generation", "Generator", "HFGenerator", "StopMatcher", "VLLMGenerator", "response_text"]
 
@@ -174,7 +175,7 @@ class HFGenerator:
         prompts = [list(x) for x in distinct]
         shared = [len(x) - 1 for x in prompts]  # each prompt keeps its last token: it predicts the first one
         try:
-            with policy.autocast():
+            with policy.autocast(), packed_linears(model):
                 input_ids, attn, position, cache = shared_prefix_inputs(
                     model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
                 return self._decode(ids, copy_of, input_ids, attn, position, cache)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from agentgym_credit.baselines import runtime
-from agentgym_credit.baselines.runtime import OneDNNLinear, free_cores, use_onednn_linears
+from agentgym_credit.baselines.runtime import OneDNNLinear, free_cores, packed_linears, use_onednn_linears
 
 
 def _stat(*cpus: tuple[int, int]) -> str:
@@ -138,3 +138,22 @@ def test_models_keep_their_state_and_copies_their_own_weights(cache_dir):
         assert not torch.allclose(model(ids).logits, reference(ids).logits)
     fresh = load_policy("tiny", cache_dir=cache_dir)
     assert fresh.model.state_dict().keys() == reference.state_dict().keys()
+
+
+@onednn
+def test_packed_weights_give_the_same_products_and_follow_weight_changes():
+    plain, swapped = _pair(True)
+    x = torch.randn(16, 48)
+    with torch.inference_mode():
+        dense = swapped(x)
+        with packed_linears(swapped):
+            assert torch.equal(swapped(x), dense) and swapped._packed is not None
+            first = swapped._packed[2]
+            assert torch.equal(swapped(x[:3]), dense[:3]) and swapped._packed[2] is first  # packed once
+            swapped.weight.add_(1.0)  # an optimizer step: the packed copy is stale and is remade
+            assert torch.allclose(swapped(x), plain(x) + x.sum(-1, keepdim=True), rtol=1e-5, atol=1e-4)
+            assert swapped._packed[2] is not first
+        assert swapped._packed is None and not swapped._packing  # the copy goes with the context
+    with packed_linears(swapped):  # with gradient the autograd path runs, nothing is packed
+        y = swapped(x.requires_grad_())
+        assert y.requires_grad and swapped._packed is None

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym_credit.baselines.policy import attach_lora, load_policy, response_logprobs
 from agentgym_credit.baselines.generation import HFGenerator
+from agentgym_credit.baselines.policy import attach_lora, load_policy, response_logprobs
 from agentgym_credit.baselines.static_decode import LENGTH_BUCKET, StaticDecoder, supports_static_decoding
 
 PROMPTS = [
