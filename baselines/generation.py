@@ -75,15 +75,14 @@ class StopMatcher:
         last = {s[-1] for s in self.stop}
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))]) if last else []
-        self.closing = torch.zeros(len(tokenizer), dtype=torch.bool)
-        for i, text in enumerate(texts):
-            if any(c in text or c in (vocab[i] or "") for c in last):
-                self.closing[i] = True
+        self.closing = frozenset(i for i, text in enumerate(texts)
+                                 if any(c in text or c in (vocab[i] or "") for c in last))
+        """The ids of the tokens that can complete a stop string (a set: one hash lookup per sampled token)."""
 
     def done(self, row: list[int]) -> bool:
         """Whether ``row`` (the response so far) holds a stop string in its last tokens (the sampler stops a
         row at the first token for which this holds, i.e. the token that completes the stop string)."""
-        if not self.stop or not bool(self.closing[row[-1]]):
+        if not self.stop or row[-1] not in self.closing:
             return False
         tail = self.tokenizer.decode(row[-self.span:], skip_special_tokens=False)
         return any(s in tail for s in self.stop)

@@ -660,7 +660,9 @@ def response_logprobs(
         output_hidden_states=hidden, past_key_values=cache, use_cache=cache is not None,
     )
     scale = temperature if temperature and temperature > 0 else 1.0
-    logits = out.logits[:, :-1].float() / scale  # position k predicts token k + 1
+    logits = out.logits[:, :-1].float()  # position k predicts token k + 1
+    if scale != 1.0:  # T = 1 divides by one: no copy of the [B, L, vocab] logits, no node in the backward
+        logits = logits / scale
     targets = ids[:, width - lmax:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     mask = right_aligned_mask(resp_len, lmax, device)
