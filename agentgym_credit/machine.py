@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import platform
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["accelerator", "cpu_flags", "cpu_has_native_bf16", "cpu_model", "free_cores", "machine_summary"]
@@ -72,12 +74,48 @@ def machine_summary(load: bool = False) -> str:
             f"Python {platform.python_version()}")
 
 
-def free_cores() -> int:
-    """CPU cores available to this process and not busy with other work (at least 1): the cores of its
-    affinity mask less the one-minute load average, rounded."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def _idle_and_total(stat: str, cpus: set[int]) -> tuple[int, int]:
+    """Idle and total clock ticks of the CPUs ``cpus`` in a ``/proc/stat`` reading (idle counts ``iowait``;
+    ``steal``, time the hypervisor gave to other machines, counts as busy)."""
+    idle = total = 0
+    for line in stat.splitlines():
+        name, *ticks = line.split()
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        values = [int(x) for x in ticks[:8]]  # user nice system idle iowait irq softirq steal (guest is in user)
+        idle += values[3] + values[4]
+        total += sum(values)
+    return idle, total
+
+
+def _read_proc_stat() -> str:
+    with open("/proc/stat", encoding="ascii") as f:
+        return f.read()
+
+
+def free_cores(window: float = 0.1, read_stat: Callable[[], str] = _read_proc_stat) -> int:
+    """CPU cores available to this process and idle now (at least 1): the default thread count of the trainers.
+
+    The idle ticks of each CPU in the process's affinity mask are read from ``/proc/stat`` twice, ``window``
+    seconds apart; the cores free are the sum of the CPUs' idle fractions, rounded. Two alternatives were
+    rejected: the 1-minute load average decays over a minute, so right after a command it still counts that
+    command's threads (an idle 2-core machine gave 1 thread for the next run); and every core, torch's own
+    default, oversubscribes a machine shared with other jobs: intra-op OpenMP threads wait for each other at the
+    end of every operation, so one thread that another job keeps off its core holds up every matrix product.
+    Where ``/proc/stat`` cannot be read (macOS, Windows), every core is taken.
+
+    Args:
+        window: seconds between the two readings.
+        read_stat: returns the text of ``/proc/stat`` (tests pass fixed readings).
+    """
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     try:
-        busy = int(round(os.getloadavg()[0]))
-    except OSError:
-        busy = 0
-    return max(1, min(cores, cores - busy))
+        idle0, total0 = _idle_and_total(read_stat(), set(cpus))
+        time.sleep(window)
+        idle1, total1 = _idle_and_total(read_stat(), set(cpus))
+    except (OSError, ValueError, IndexError):
+        return len(cpus)
+    if total1 <= total0:  # no tick elapsed: nothing measured
+        return len(cpus)
+    free = len(cpus) * (idle1 - idle0) / (total1 - total0)
+    return max(1, min(len(cpus), round(free)))

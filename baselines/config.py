@@ -104,7 +104,7 @@ class RunConfig:
     device: str = option("auto", 'where the model runs: "auto" (CUDA where visible), "cpu" or "cuda[:N]".')
     cache_dir: str | None = option(None, "cache of the tiny tokenizer and converted models (default "
                                    "~/.cache/agentgym_credit).")
-    num_threads: int = option(0, "torch CPU threads (0 = the free cores).")
+    num_threads: int = option(0, "torch CPU threads (0 = the cores idle when the run starts).")
     template: str | None = option(None, "prompt template (default: the environment family's).",
                                   choices=lambda: sorted(TEMPLATES))
     history_length: int | None = option(None, "steps shown in the prompt (default: the template's; "

@@ -24,6 +24,7 @@ import torch
 
 from .entropy import token_entropy, top_k_entropy
 from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs
+from .runtime import packed_linears
 
 __all__ = ["BACKENDS", "DECODERS", "DEFAULT_STOP", "Generation", "Generator", "HFGenerator", "StopMatcher", "VLLMGenerator", "VLLM_ENTROPY_TOP_K",
            "response_text"]
@@ -83,15 +84,14 @@ class StopMatcher:
         last = {s[-1] for s in self.stop}
         vocab = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))]) if last else []
-        self.closing = torch.zeros(len(tokenizer), dtype=torch.bool)
-        for i, text in enumerate(texts):
-            if any(c in text or c in (vocab[i] or "") for c in last):
-                self.closing[i] = True
+        self.closing = frozenset(i for i, text in enumerate(texts)
+                                 if any(c in text or c in (vocab[i] or "") for c in last))
+        """The ids of the tokens that can complete a stop string (a set: one hash lookup per sampled token)."""
 
     def done(self, row: list[int]) -> bool:
         """Whether ``row`` (the response so far) holds a stop string in its last tokens (the sampler stops a
         row at the first token for which this holds, i.e. the token that completes the stop string)."""
-        if not self.stop or not bool(self.closing[row[-1]]):
+        if not self.stop or row[-1] not in self.closing:
             return False
         tail = self.tokenizer.decode(row[-self.span:], skip_special_tokens=False)
         return any(s in tail for s in self.stop)
@@ -186,7 +186,7 @@ class HFGenerator:
         prompts = [list(x) for x in distinct]
         shared = [len(x) - 1 for x in prompts]  # each prompt keeps its last token: it predicts the first one
         try:
-            with policy.autocast():
+            with policy.autocast(), packed_linears(model):
                 input_ids, attn, position, cache = shared_prefix_inputs(
                     model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
                 return self._decode(ids, copy_of, input_ids, attn, position, cache)

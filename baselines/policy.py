@@ -21,7 +21,9 @@ forward pass of the LM (sampling, log-probabilities, hidden states, SFT) runs un
 ``torch.autocast(dtype=torch.bfloat16)``, i.e. mixed-precision training as in verl's FSDP actor.
 Log-probabilities and losses are still computed in float32 from the bf16 logits. On CPUs with AMX or
 AVX512-BF16 (and on CUDA GPUs with bf16) this is several times faster than float32; ``"auto"`` picks it
-there and float32 elsewhere (:func:`resolve_precision`).
+there and float32 elsewhere (:func:`resolve_precision`). A model loaded on the CPU runs its float32 linear
+layers on oneDNN (:func:`~agentgym_credit.baselines.runtime.use_onednn_linears`: MKL runs AVX2 kernels on AMD
+processors).
 
 :func:`response_logprobs` is the one place where the trainer, the critic and the progress head run the
 model over step records (prompt ids + response ids). Each row is left-padded so that every response
@@ -56,6 +58,7 @@ from agentgym_credit.deprecation import moved
 from agentgym_credit.machine import cpu_has_native_bf16
 
 from .models import SMOLLM2_FOLDER, default_cache_dir, resolve_model
+from .runtime import use_onednn_linears
 
 __all__ = [
     "MIN_SHARED_PREFIX",
@@ -309,6 +312,8 @@ def load_policy(
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.to(device)
+    if torch.device(device).type == "cpu":  # float32 products on oneDNN (agentgym_credit.baselines.runtime)
+        use_onednn_linears(model)
     return Policy(model, tokenizer, name, chat=bool(getattr(tokenizer, "chat_template", None)),
                   precision=resolve_precision(precision, device))
 
@@ -661,7 +666,9 @@ def response_logprobs(
         output_hidden_states=hidden, past_key_values=cache, use_cache=cache is not None,
     )
     scale = temperature if temperature and temperature > 0 else 1.0
-    logits = out.logits[:, :-1].float() / scale  # position k predicts token k + 1
+    logits = out.logits[:, :-1].float()  # position k predicts token k + 1
+    if scale != 1.0:  # T = 1 divides by one: no copy of the [B, L, vocab] logits, no node in the backward
+        logits = logits / scale
     targets = ids[:, width - lmax:]
     logp = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
     mask = right_aligned_mask(resp_len, lmax, device)

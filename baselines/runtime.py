@@ -1,20 +1,35 @@
-"""Runtime helpers of the trainers: device checks, seeding, CPU cores.
+"""Runtime helpers of the trainers: device checks, seeding, CPU cores and the CPU's matrix products.
 
 Every check raises ``ValueError`` with one line naming the fix, before anything is loaded.
+
+**Linear layers on oneDNN.** torch multiplies float32 matrices on the CPU with Intel MKL, which runs its AVX2
+kernels on AMD processors even where they have AVX-512 (``MKL_VERBOSE`` names the "Intel(R) Architecture
+processors" code path on a Zen 5 EPYC). oneDNN, which torch also ships, picks its kernels from the instruction
+sets the CPU reports. On a 2-core Zen 5 EPYC, one thread, the tiny policy's products ``[1040, 256] × [256, 672]``
+took 1.6 ms on oneDNN against 3.5 ms on MKL, and its lm-head product for 16 decoding rows 0.27 against 0.43 ms.
+:class:`OneDNNLinear` runs a linear layer's float32 CPU products there (forward, and the backward's two
+products, :math:`\\partial L/\\partial x = g W` and :math:`\\partial L/\\partial W = g^\\top x`), and
+:func:`use_onednn_linears` swaps it into a model; outputs and gradients agree with ``torch.nn.functional.linear``
+to float32 rounding (another summation order). bf16 autocast, other dtypes and other devices keep torch's own
+path (torch already runs bf16 products on oneDNN).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import random
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import torch
 
 from agentgym_credit.machine import free_cores
 
-__all__ = ["check_device", "free_cores", "resolve_device", "seed_everything", "vllm_cpu_build"]
+__all__ = ["OneDNNLinear", "check_device", "free_cores", "packed_linears", "resolve_device", "seed_everything",
+           "use_onednn_linears", "vllm_cpu_build"]
 
 
 def vllm_cpu_build() -> bool:
@@ -58,3 +73,99 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+def _onednn_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """:math:`x W^\\top + b` on oneDNN (``x`` ``[..., in]``, ``weight`` ``[out, in]``; any strides)."""
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
+
+
+class _OneDNNLinearFunction(torch.autograd.Function):
+    """:math:`y = x W^\\top + b` with its gradients, every product on oneDNN."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _onednn_product(x, weight, bias)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        grad_x = grad_weight = grad_bias = None
+        rows = grad.reshape(-1, grad.shape[-1])
+        if ctx.needs_input_grad[0]:
+            grad_x = _onednn_product(grad, weight.t(), None)  # g W
+        if ctx.needs_input_grad[1]:
+            grad_weight = _onednn_product(rows.t(), x.reshape(-1, x.shape[-1]).t(), None)  # gᵀ x
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_bias = rows.sum(0)
+        return grad_x, grad_weight, grad_bias
+
+
+class OneDNNLinear(torch.nn.Linear):
+    """``torch.nn.Linear`` whose float32 CPU products run on oneDNN (see the module docstring).
+
+    Everything else (bf16 autocast, half precision, CUDA, empty inputs) goes to
+    ``torch.nn.functional.linear``; without gradient the product is called directly (no autograd node), and
+    inside :func:`packed_linears` with the weight reordered once into oneDNN's blocked layout.
+    """
+
+    _packing = False
+    """Whether products without gradient use a packed copy of the weight (set by :func:`packed_linears`)."""
+    _packed: tuple[int, int, torch.Tensor] | None = None
+    """``(weight version, weight address, packed weight)``: repacked when the weight changed since."""
+
+    def _packed_weight(self) -> torch.Tensor:
+        weight = self.weight
+        key = (weight._version, weight.data_ptr())
+        if self._packed is None or self._packed[:2] != key:
+            self._packed = (*key, torch.ops.mkldnn._reorder_linear_weight(weight.detach(), None))
+        return self._packed[2]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight, bias = self.weight, self.bias
+        if (x.device.type != "cpu" or x.dtype != torch.float32 or weight.dtype != torch.float32
+                or (bias is not None and bias.dtype != torch.float32) or x.numel() == 0
+                or torch.is_autocast_enabled("cpu")):
+            return torch.nn.functional.linear(x, weight, bias)
+        if torch.is_grad_enabled() and (x.requires_grad or weight.requires_grad
+                                        or (bias is not None and bias.requires_grad)):
+            return _OneDNNLinearFunction.apply(x, weight, bias)
+        return _onednn_product(x, self._packed_weight() if self._packing else weight, bias)
+
+
+@contextlib.contextmanager
+def packed_linears(model: torch.nn.Module) -> Iterator[None]:
+    """Within: the :class:`OneDNNLinear` layers of ``model`` multiply without gradient by a copy of their weight
+    reordered into oneDNN's blocked layout (made at the first such product, remade if the weight changed), and
+    the copies are dropped on exit.
+
+    For the sampler: a decoding step multiplies a few rows by every weight, and the dense weight is reordered
+    inside every product. On a Zen 5 EPYC, one thread, a decoding step of the tiny policy (16 rows) took 6.9 ms
+    with packed weights against 7.7 ms, with bit-identical logits. A float32 copy of the weights lives as long as
+    the context (none under bf16 autocast, which takes torch's path).
+    """
+    layers = [m for m in model.modules() if isinstance(m, OneDNNLinear)]
+    for layer in layers:
+        layer._packing = True
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer._packing = False
+            layer._packed = None
+
+
+def use_onednn_linears(model: torch.nn.Module) -> int:
+    """Make every ``torch.nn.Linear`` of ``model`` an :class:`OneDNNLinear` (same parameters, same state dict;
+    ``isinstance(layer, torch.nn.Linear)`` still holds, so peft wraps them as before). Returns how many were
+    swapped: none where torch was built without oneDNN."""
+    if not torch.backends.mkldnn.is_available():
+        return 0
+    count = 0
+    for module in model.modules():
+        if type(module) is torch.nn.Linear:
+            module.__class__ = OneDNNLinear
+            count += 1
+    return count

@@ -8,8 +8,8 @@ batched ``model.generate`` of the same model (sampling, same temperature and tok
 only stop) and prints the two tokens/s side by side: their ratio is the trainer's generation overhead
 (1.0 = none; above 1 the trainer's loop is faster, e.g. because finished rows leave the batch).
 
-Timings are wall-clock and CPU seconds; the machine's load average is recorded with them, since a
-shared machine makes wall-clock numbers vary.
+Timings are wall-clock and CPU seconds (the process's, per phase as well as per iteration); the machine's load
+average is recorded with them, since a shared machine makes wall-clock numbers vary and CPU seconds less so.
 
     python benchmarks/trainer_speed.py                      # tiny model
     python benchmarks/trainer_speed.py --model smollm2 --lora 8
@@ -23,6 +23,12 @@ a forward shares) or ``none`` (every row's whole prompt; ``--no-shared-prefix`` 
 ``--kv-cache`` is the A/B switch of the sampler's cache: ``reserved`` (the trainer's: keys and values appended
 in place, :mod:`agentgym_credit.baselines.kv_cache`) or ``concatenating`` (Hugging Face's ``DynamicCache``,
 which copies every layer's cache at every token).
+``--linear`` is the A/B switch of the linear layers' float32 CPU products: ``onednn`` (the trainer's,
+:func:`agentgym_credit.baselines.runtime.use_onednn_linears`), ``mkl`` (torch's own ``nn.Linear``) or ``both``: two
+trainers with the same seed in one process, their iterations interleaved (the order alternating), so that both
+variants see the same load; they sample the same tokens, and the table gives each one's phases side by side.
+
+    python benchmarks/trainer_speed.py --model tiny --iters 3 --linear both --name trainer_speed_tiny_onednn
 
     python benchmarks/trainer_speed.py --env SearchQA-Group-v0 --model smollm2 --lora 8 --precision auto \
         --groups 2 --group-size 4 --max-steps 1 --max-new-tokens 64 --env-kwarg topk=1 --prefix batch
@@ -31,6 +37,7 @@ which copies every layer's cache at every token).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -50,6 +57,7 @@ from agentgym_credit.machine import accelerator, cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "trainer_speed"
 PHASES = ("generate_s", "env_s", "credit_s", "logprob_s", "update_s", "iteration_s")
+CPU_PHASES = ("generate_cpu_s", "env_cpu_s", "credit_cpu_s", "logprob_cpu_s", "update_cpu_s", "iteration_cpu_s")
 
 
 @torch.no_grad()
@@ -78,6 +86,55 @@ def bare_generate_tokens_per_s(trainer: Trainer, prompt_batches: list[list[list[
     return tokens / elapsed, tokens, elapsed
 
 
+def build_trainer(config: TrainConfig, linear: str) -> Trainer:
+    """A trainer whose policy runs its linear layers on oneDNN (the default) or on torch's own ``nn.Linear``."""
+    if linear == "onednn":
+        return Trainer(config)
+    swap = policy_module.use_onednn_linears
+    policy_module.use_onednn_linears = lambda model: 0
+    try:
+        return Trainer(config)
+    finally:
+        policy_module.use_onednn_linears = swap
+
+
+def timed_iteration(trainer: Trainer, it: int) -> dict:
+    """``trainer.iterate(it)``'s metrics with the process's CPU seconds of the iteration and of each phase."""
+    cpu: dict[str, float] = {}
+
+    def counted(name: str, fn):
+        def call(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                cpu[name] = cpu.get(name, 0.0) + time.process_time() - start
+        return call
+
+    originals = {name: getattr(trainer, name) for name in ("rollout", "assign_credit", "reference_logprobs", "update")}
+    generate = trainer.generator.generate
+    for name, fn in originals.items():
+        setattr(trainer, name, counted(name, fn))
+    trainer.generator.generate = counted("generate", generate)
+    start = time.process_time()
+    try:
+        metrics = trainer.iterate(it)
+    finally:
+        for name in originals:
+            delattr(trainer, name)
+        del trainer.generator.generate
+    metrics["iteration_cpu_s"] = time.process_time() - start
+    metrics["generate_cpu_s"] = cpu.get("generate", 0.0)
+    metrics["env_cpu_s"] = cpu.get("rollout", 0.0) - metrics["generate_cpu_s"]
+    metrics["credit_cpu_s"] = cpu.get("assign_credit", 0.0)
+    metrics["logprob_cpu_s"] = cpu.get("reference_logprobs", 0.0)
+    metrics["update_cpu_s"] = cpu.get("update", 0.0) - metrics["logprob_cpu_s"]
+    metrics["steps"] = len(trainer.last_batch)
+    ids = trainer.last_rollout.response_ids  # a fingerprint of the sampled tokens, to compare variants by
+    metrics["tokens_sha1"] = hashlib.sha1(json.dumps(ids).encode()).hexdigest()
+    return metrics
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Sokoban-Group-v0")
@@ -102,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the trainer's sampler (vllm: in an environment with vLLM, e.g. .venv-vllm on a CPU)")
     parser.add_argument("--kv-cache", choices=("reserved", "concatenating"), default="reserved",
                         help="the sampler's KV cache: appended in place (the trainer) or Hugging Face's DynamicCache")
+    parser.add_argument("--linear", choices=("onednn", "mkl", "both"), default="onednn",
+                        help="the linear layers' float32 CPU products: oneDNN (the trainer), torch's nn.Linear, or both "
+                             "(two trainers, iterations interleaved)")
     args = parser.parse_args(argv)
     if args.no_shared_prefix:
         args.prefix = "none"
@@ -123,19 +183,23 @@ def main(argv: list[str] | None = None) -> int:
                          estimator=args.estimator, num_threads=args.num_threads, cache_dir=args.cache_dir,
                          out_dir=tempfile.mkdtemp(prefix="trainer-speed-"), progress_bar=True,
                          env_kwargs={**({"max_steps": args.max_steps} if args.max_steps else {}), **dict(args.env_kwarg)})
-    trainer = Trainer(config)
-    rows = []
+    variants = ["onednn", "mkl"] if args.linear == "both" else [args.linear]
+    trainers = {linear: build_trainer(config, linear) for linear in variants}
+    trainer = trainers[variants[0]]
+    runs: dict[str, list[dict]] = {linear: [] for linear in variants}
     prompt_batches: list[list[list[int]]] = []
     for it in range(args.iters):
-        cpu = time.process_time()
-        metrics = trainer.iterate(it)
-        metrics["iteration_cpu_s"] = time.process_time() - cpu
-        metrics["steps"] = len(trainer.last_batch)
-        rows.append(metrics)
-        batch = trainer.last_batch
-        print(f"iter {it}: " + ", ".join(f"{k} {metrics[k]:.1f}" for k in PHASES)
-              + f", generate {metrics['generate_tokens_per_s']:.0f} tok/s, cpu {metrics['iteration_cpu_s']:.1f} s",
-              flush=True)
+        for linear in (variants if it % 2 == 0 else variants[::-1]):  # interleaved, the order alternating
+            metrics = timed_iteration(trainers[linear], it)
+            runs[linear].append(metrics)
+            print(f"iter {it} ({linear}): " + ", ".join(f"{k} {metrics[k]:.1f}" for k in PHASES)
+                  + f", generate {metrics['generate_tokens_per_s']:.0f} tok/s, cpu {metrics['iteration_cpu_s']:.1f} s "
+                  + "(" + ", ".join(f"{k[:-6]} {metrics[k]:.1f}" for k in CPU_PHASES[:-1]) + ")", flush=True)
+    if len(variants) == 2:  # the same seeds, the same sampled tokens (the products differ in rounding only)
+        same = all(a["tokens_sha1"] == b["tokens_sha1"] for a, b in zip(*runs.values(), strict=True))
+        print(f"both variants sampled the same tokens every iteration: {same}")
+    rows = runs[variants[0]]
+    batch = trainer.last_batch
     # the last rollout's prompts, batched by vector step (the members active at step k have t == k)
     rollout_prompts = trainer.last_rollout.prompt_ids
     for k in np.unique(batch.t):
@@ -143,19 +207,22 @@ def main(argv: list[str] | None = None) -> int:
     bare_tps, bare_tokens, bare_s = bare_generate_tokens_per_s(trainer, prompt_batches)
     ours_tps = rows[-1]["generate_tokens_per_s"]
     load_after = os.getloadavg()
+    keys = (*PHASES, *CPU_PHASES, "generate_tokens_per_s", "response_tokens", "steps", "distinct_rows", "mean_steps",
+            "success_rate", "valid_rate", "tokens_sha1")
     summary = {
         "env": args.env, "model": args.model, "lora": args.lora, "precision": trainer.policy.precision,
         "groups": args.groups,
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
         "device": str(trainer.device), "shared_prefix": args.prefix != "none", "prefix": args.prefix,
-        "kv_cache": args.kv_cache, "backend": args.backend,
+        "kv_cache": args.kv_cache, "backend": args.backend, "linear": variants,
         "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
-        "iterations": [{k: r[k] for k in (*PHASES, "iteration_cpu_s", "generate_tokens_per_s", "response_tokens",
-                                          "steps", "distinct_rows", "mean_steps", "success_rate", "valid_rate")}
-                       for r in rows],
+        "iterations": [{k: r[k] for k in keys} for r in rows],
+        "runs": {linear: [{k: r[k] for k in keys} for r in runs[linear]] for linear in variants},
         "mean_iteration_s": float(np.mean([r["iteration_s"] for r in rows])),
+        "mean_iteration_cpu_s": {linear: float(np.mean([r["iteration_cpu_s"] for r in runs[linear]]))
+                                 for linear in variants},
         "trainer_generate_tokens_per_s": ours_tps,
         "bare_generate_tokens_per_s": bare_tps, "bare_generate_tokens": bare_tokens, "bare_generate_s": bare_s,
         "ratio_trainer_over_bare": ours_tps / bare_tps if bare_tps else float("nan"),
@@ -173,22 +240,37 @@ def main(argv: list[str] | None = None) -> int:
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
         + (f", on one {summary['gpu']}" if summary["gpu"] else "") + "; load "
         f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after (a shared machine: wall-clock times "
-        "include waiting for the CPU; CPU seconds are given too).",
+        "include waiting for the CPU; the process's CPU seconds are given in brackets).",
         "",
-        "| iter | generate s | env s | credit s | ref log-probs s | update s | iteration s | iteration CPU s | "
-        "gen tok/s | response tokens | steps (distinct) | mean steps |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| iter | linear layers | generate s | env s | credit s | ref log-probs s | update s | iteration s "
+        "| iteration CPU s | gen tok/s | response tokens | steps (distinct) | mean steps |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for i, r in enumerate(rows):
-        lines.append(f"| {i} | {r['generate_s']:.1f} | {r['env_s']:.1f} | {r['credit_s']:.2f} | {r['logprob_s']:.1f} | "
-                     f"{r['update_s']:.1f} | {r['iteration_s']:.1f} | {r['iteration_cpu_s']:.1f} | "
-                     f"{r['generate_tokens_per_s']:.0f} | {r['response_tokens']:.0f} | {r['steps']} ({r['distinct_rows']:.0f}) | {r['mean_steps']:.1f} |")
-    lines += ["", f"Generation on the last rollout's prompts: trainer {ours_tps:.0f} tokens/s, bare batched "
+    for i in range(args.iters):
+        for linear in variants:
+            r = runs[linear][i]
+            lines.append(
+                f"| {i} | {linear} | {r['generate_s']:.1f} ({r['generate_cpu_s']:.1f}) | {r['env_s']:.1f} "
+                f"({r['env_cpu_s']:.1f}) | {r['credit_s']:.2f} | {r['logprob_s']:.1f} ({r['logprob_cpu_s']:.1f}) | "
+                f"{r['update_s']:.1f} ({r['update_cpu_s']:.1f}) | {r['iteration_s']:.1f} | {r['iteration_cpu_s']:.1f} | "
+                f"{r['generate_tokens_per_s']:.0f} | {r['response_tokens']:.0f} | {r['steps']} ({r['distinct_rows']:.0f}) "
+                f"| {r['mean_steps']:.1f} |")
+    if len(variants) == 2:
+        base, ours = runs["mkl"], runs["onednn"]
+        ratio = {k: sum(r[k] for r in base) / max(sum(r[k] for r in ours), 1e-9)
+                 for k in ("generate_cpu_s", "logprob_cpu_s", "update_cpu_s", "iteration_cpu_s", "iteration_s")}
+        lines += ["", "CPU seconds over all iterations, torch's `nn.Linear` (MKL) over oneDNN: generate "
+                  f"**{ratio['generate_cpu_s']:.2f}×**, reference log-probs **{ratio['logprob_cpu_s']:.2f}×**, update "
+                  f"**{ratio['update_cpu_s']:.2f}×**, iteration **{ratio['iteration_cpu_s']:.2f}×** (wall-clock "
+                  f"{ratio['iteration_s']:.2f}×); the same sampled token ids every iteration: "
+                  f"{all(a['tokens_sha1'] == b['tokens_sha1'] for a, b in zip(base, ours, strict=True))}."]
+    lines += ["", f"Generation on the last rollout's prompts ({variants[0]}): trainer {ours_tps:.0f} tokens/s, bare batched "
               f"`model.generate` {bare_tps:.0f} tokens/s ({bare_tokens} tokens in {bare_s:.1f} s): ratio "
               f"**{summary['ratio_trainer_over_bare']:.2f}**.", ""]
     (RESULTS / f"{stem}.md").write_text("\n".join(lines))
     print("\n".join(lines))
-    trainer.env.close()
+    for each in trainers.values():
+        each.env.close()
     return 0
 
 

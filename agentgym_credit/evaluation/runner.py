@@ -233,7 +233,8 @@ class Evaluator:
         if "num_workers" not in kwargs:
             if workers is None:
                 parallel = self.protocol is not None and self.protocol.parallel
-                workers = free_cores() if parallel and free_cores() > 1 else 0
+                cores = free_cores() if parallel else 1
+                workers = cores if cores > 1 else 0
             if workers < 0:
                 raise ValueError(f"workers must be >= 0 (0 = the members play in this process), "
                                  f"got {workers}")

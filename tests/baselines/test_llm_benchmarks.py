@@ -56,6 +56,36 @@ def test_trainer_speed_kv_cache_switch_is_applied_and_recorded(tmp_path, monkeyp
     assert "concatenating KV cache" in (tmp_path / "concatenating.md").read_text().splitlines()[0]
 
 
+def test_trainer_speed_linear_ab_interleaves_both_trainers_on_the_same_tokens(tmp_path, monkeypatch, cache_dir):
+    import torch
+
+    from agentgym_credit.baselines import policy, runtime
+
+    bench = _load("trainer_speed")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    real_build, built = bench.build_trainer, {}
+
+    def spy(config, linear):
+        built[linear] = real_build(config, linear)
+        return built[linear]
+
+    monkeypatch.setattr(bench, "build_trainer", spy)
+    assert bench.main(["--groups", "1", "--group-size", "2", "--iters", "2", "--max-new-tokens", "6",
+                       "--max-steps", "2", "--num-threads", "1", "--cache-dir", str(cache_dir),
+                       "--linear", "both", "--name", "ab"]) == 0
+    assert policy.use_onednn_linears is runtime.use_onednn_linears  # the switch is undone after building
+    kinds = {linear: {type(m) for m in t.policy.model.modules() if isinstance(m, torch.nn.Linear)}
+             for linear, t in built.items()}
+    onednn = runtime.OneDNNLinear if torch.backends.mkldnn.is_available() else torch.nn.Linear
+    assert kinds == {"onednn": {onednn}, "mkl": {torch.nn.Linear}}
+    summary = json.loads((tmp_path / "ab.json").read_text())
+    assert summary["linear"] == ["onednn", "mkl"] and summary["iterations"] == summary["runs"]["onednn"]
+    for a, b in zip(summary["runs"]["onednn"], summary["runs"]["mkl"], strict=True):
+        assert a["tokens_sha1"] == b["tokens_sha1"]  # the same seeds sample the same tokens on either path
+        assert all(a[k] >= 0 and b[k] >= 0 for k in bench.CPU_PHASES)
+    assert "the same sampled token ids every iteration: True" in (tmp_path / "ab.md").read_text()
+
+
 def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):
     bench = _load("llm_compare")
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
