@@ -551,18 +551,23 @@ class WorldServer:
         self.selector.register(self.client, selectors.EVENT_READ, reader)
         while True:
             for key, _ in self.selector.select():
+                if key.fileobj is not self.client and key.fileobj is not self.agent:
+                    continue  # the channel of an agent replaced (``attach``) earlier in this batch: closed
                 lines = key.data.read()
                 if key.fileobj is self.client:
                     if lines is None:
                         return  # the client is gone: so is this world
                     for line in lines:
                         self._reply_client(self._client_request(line, reader))
-                elif lines is None:
+                    continue
+                agent = key.fileobj
+                if lines is None:
                     self._drop_agent()
-                else:
-                    for line in lines:
-                        if self.agent is not None:
-                            self._agent_request(line)
+                    continue
+                for line in lines:
+                    if self.agent is not agent:
+                        break  # dropped while replying (it stopped reading)
+                    self._agent_request(agent, line)
 
     def _reply_client(self, reply: dict) -> None:
         self.client.setblocking(True)
@@ -625,8 +630,9 @@ class WorldServer:
             self.agent.close()
         self.agent = self.agent_reader = None
 
-    def _agent_request(self, line: bytes | None) -> None:
-        """One API request; a line without an ``id`` (junk, an over-long line) gets no reply: nobody waits."""
+    def _agent_request(self, sock: socket.socket, line: bytes | None) -> None:
+        """One API request of the agent channel ``sock``, answered on it; a line without an ``id`` (junk, an
+        over-long line) gets no reply: nobody waits."""
         try:
             request = json.loads(line) if line is not None else None
         except (ValueError, RecursionError, MemoryError):
@@ -645,8 +651,7 @@ class WorldServer:
             }
         except Exception as exc:  # noqa: BLE001 - the engine's error goes back to the agent's code
             reply = {"id": request_id, "ok": False, "error": _error_record(exc)}
-        sock = self.agent
-        if sock is None:
+        if self.agent is not sock:
             return
         sock.settimeout(AGENT_SEND_TIMEOUT)
         try:

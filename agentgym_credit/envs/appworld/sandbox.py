@@ -74,6 +74,7 @@ SANDBOX_ROOT = "/opt/agc"  # where the worker and its packages appear inside the
 SITE_PACKAGES = ("pendulum", "dateutil", "tzdata", "pyseccomp.py")  # what the worker imports from the venv
 DEFAULT_GRACE_SECONDS = 2.0
 START_TIMEOUT_S = 60.0
+KILL_TIMEOUT_S = 10.0  # how long a killed worker may take to be gone (normally milliseconds)
 MAX_REPLY_BYTES = 1024 * 1024  # the longest reply read from the agent's process
 FIX = (
     "install bubblewrap (`apt-get install bubblewrap`, or `make install`) on a kernel that allows "
@@ -493,6 +494,29 @@ class AgentProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        self._wait_channels_closed()
+
+    def _wait_channels_closed(self, timeout: float = KILL_TIMEOUT_S) -> None:
+        """Wait until the worker inside the sandbox is gone too: its end of the control channel closed.
+
+        Reaping the outer ``bwrap`` does not mean the worker has exited: it dies when the namespace's
+        init does (``--die-with-parent``), a moment later, and until then it still holds both channels
+        and may still send API requests. A fresh REPL is attached to the world only after this returns,
+        so the world server never sees the old one's requests (or its end of stream) after the new one's.
+        Only the worker and, while setting up, the ``bwrap`` processes (killed above) hold the control
+        channel's other end; once this process's end reads end-of-stream, none of them is left.
+        """
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._control.settimeout(remaining)
+                if not self._control.recv(1 << 16):  # what it still sent is dropped: the step is over
+                    return
+        except OSError:  # closed here already, or the timeout: nothing more to wait for
+            return
 
     def close(self) -> None:
         """Kill the process and close both channels."""
