@@ -48,6 +48,7 @@ import functools
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import socket
@@ -318,6 +319,19 @@ def _spawn(*args: Any, **kwargs: Any) -> subprocess.Popen:
     return result
 
 
+def _pidfd_of_child(pid: int) -> int | None:
+    """A pidfd of the one child of process ``pid`` (bubblewrap's namespace init), None if there is none."""
+    try:
+        children = [
+            int(child)
+            for task in os.listdir(f"/proc/{pid}/task")
+            for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+        ]
+        return os.pidfd_open(children[0]) if len(children) == 1 else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 class AgentProcess:
     """One agent REPL process: spawned at once, set up by :meth:`start`, stepped by :meth:`execute`.
 
@@ -375,6 +389,7 @@ class AgentProcess:
             api_child.close()
         self._buffer = bytearray()
         self._seq = 0
+        self._namespace_init: int | None = None
 
     @property
     def pid(self) -> int:
@@ -401,6 +416,8 @@ class AgentProcess:
         reply = self._receive(time.monotonic() + timeout)
         if not (isinstance(reply, dict) and reply.get("ready") is True):
             raise self._lost(f"the agent's REPL did not start ({self._stderr()})", "start")
+        if self.sandboxed:  # the PID namespace's init, now set up: kill() waits for it
+            self._namespace_init = _pidfd_of_child(self.process.pid)
 
     def execute(
         self, code: str, seconds: float, refusal: str | None, grace: float = DEFAULT_GRACE_SECONDS
@@ -494,19 +511,25 @@ class AgentProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
-        self._wait_channels_closed()
+        self._wait_worker_gone()
 
-    def _wait_channels_closed(self, timeout: float = KILL_TIMEOUT_S) -> None:
-        """Wait until the worker inside the sandbox is gone too: its end of the control channel closed.
+    def _wait_worker_gone(self, timeout: float = KILL_TIMEOUT_S) -> None:
+        """Wait until the worker inside the sandbox is gone too, not only the outer ``bwrap``.
 
         Reaping the outer ``bwrap`` does not mean the worker has exited: it dies when the namespace's
-        init does (``--die-with-parent``), a moment later, and until then it still holds both channels
-        and may still send API requests. A fresh REPL is attached to the world only after this returns,
-        so the world server never sees the old one's requests (or its end of stream) after the new one's.
-        Only the worker and, while setting up, the ``bwrap`` processes (killed above) hold the control
-        channel's other end; once this process's end reads end-of-stream, none of them is left.
+        init does (``--die-with-parent``), a moment later, and until then it may still send API requests.
+        A fresh REPL is attached to the world only after this returns, so the world server never sees the
+        old one's requests (or its end of stream) after the new one's. A set-up REPL's namespace init is
+        watched through a pidfd: the kernel reports its exit only once every process of its namespace is
+        gone. Otherwise (killed while starting, or no sandbox) the control channel's end of stream does:
+        only the worker and, while setting up, the ``bwrap`` processes (killed above) hold its other end.
         """
         deadline = time.monotonic() + timeout
+        if self._namespace_init is not None:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._namespace_init], [], [], timeout)
+            os.close(self._namespace_init)
+            self._namespace_init = None
         try:
             while True:
                 remaining = deadline - time.monotonic()

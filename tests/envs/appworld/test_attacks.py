@@ -536,6 +536,33 @@ def test_a_killed_repl_that_ends_after_its_successor_is_attached_does_not_cut_th
 
 
 @pytest.mark.parametrize(
+    ("name", "code", "reason"),
+    [
+        ("overrun", "while True:\n try:\n  while True:\n   pass\n except BaseException:\n  pass", "timed out"),
+        (
+            "control channel closed, still running",
+            ESCAPE + "call(o, 'close', 3)\nwhile True:\n try:\n  apis.supervisor.show_profile()\n"
+            " except BaseException:\n  pass",
+            "process ended",
+        ),
+    ],
+)
+def test_a_replaced_repl_is_gone_before_the_step_returns(make_env, name, code, reason) -> None:
+    """Every process of a killed REPL's sandbox has ended when the step that replaced it returns, also when
+    the agent's code closed its end of the control channel (the client's sign of an ended process) and
+    goes on calling the API: nothing of it runs beside its successor."""
+    env = make_env(step_seconds=1.0, grace_seconds=0.5)
+    env.reset(options={"task_id": _task(env, "venmo_balance").task_id})
+    old = env._agent
+    processes = [old.pid, *_descendants(old.pid)]
+    assert len(processes) >= 3  # bwrap, the namespace's init, the worker
+    observation, reward, terminated, info = _step(env, code)
+    assert reason in observation and info["repl_restarted"] and not terminated, observation
+    assert all(process_state(pid) in ("X", "Z") for pid in processes), [process_state(p) for p in processes]
+    assert "@" in _step(env, "print(apis.supervisor.show_profile()['email'])")[0]
+
+
+@pytest.mark.parametrize(
     ("name", "code", "expected"),
     [
         ("exit", ESCAPE + "call(o, '_exit', 3)", "process ended (exit status 3)"),
