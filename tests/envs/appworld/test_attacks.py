@@ -512,6 +512,7 @@ def test_a_killed_repl_that_ends_after_its_successor_is_attached_does_not_cut_th
     env = make_env(step_seconds=2.0)
     env.reset(options={"task_id": _task(env, "venmo_balance").task_id})
     old, new = env._agent, env._new_agent()
+    new.start(env._api_names, env.task.world_seed, env._clock)
     world_pid = env._world.world_pid
     os.kill(world_pid, signal.SIGSTOP)
     try:
@@ -529,7 +530,6 @@ def test_a_killed_repl_that_ends_after_its_successor_is_attached_does_not_cut_th
         os.kill(world_pid, signal.SIGCONT)
     attach.join(30)
     new.release_world_end()
-    new.start(env._api_names)
     env._agent = new
     observation, *_ = _step(env, "print(apis.supervisor.show_profile()['email'])")
     assert "@" in observation and "BrokenPipeError" not in observation, observation
