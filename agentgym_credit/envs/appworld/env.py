@@ -66,6 +66,9 @@ Contents: :class:`AppWorldEnv`, :data:`DEFAULT_OUTPUT_CHARS`, :data:`MAX_CODE_CH
 from __future__ import annotations
 
 import base64
+import dataclasses
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -194,6 +197,8 @@ class AppWorldEnv(GroupMemberEnv):
         if not self.tasks:
             raise ValueError(f"no AppWorld task in split {split!r} of {tasks_path or 'the shipped task set'}")
         self._position = {t.task_id: i for i, t in enumerate(self.tasks)}
+        records = json.dumps([dataclasses.asdict(t) for t in self.tasks], sort_keys=True, default=str)
+        self._tasks_digest = hashlib.sha256(records.encode()).hexdigest()
         self.output_chars = int(output_chars)
         self.step_seconds = float(step_seconds)
         self.grace_seconds = float(grace_seconds)
@@ -421,7 +426,7 @@ class AppWorldEnv(GroupMemberEnv):
     def _fork_settings(self) -> dict[str, Any]:
         return {
             **super()._fork_settings(),
-            "tasks": [task.task_id for task in self.tasks],
+            "tasks": self._tasks_digest,  # the same task ids mean the same worlds, instructions and checks
             "output_chars": self.output_chars,
             "step_seconds": self.step_seconds,
             "grace_seconds": self.grace_seconds,
