@@ -574,6 +574,16 @@ def test_appworld_variables_that_do_not_pickle_fork_by_a_checked_replay(appworld
     assert fork.elapsed_steps == 1 and fork.step("print(kept)")[0].strip() == "41"
 
 
+def test_appworld_a_fork_at_the_reset_is_a_reset(appworld_trio):
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    snap = original.snapshot()
+    assert snap.state["kind"] == "replay" and snap.state["reason"] == "at the reset"
+    assert fork.restore(snap) == (original._last_obs, original._last_info)
+    assert play(fork, list(script[:3])) == play(original, list(script[:3]))
+
+
 def test_appworld_a_snapshot_after_the_end_restores_a_finished_member(appworld_trio):
     original, fork, _ = appworld_trio
     task_id, script = _appworld_script()

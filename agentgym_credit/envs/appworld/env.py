@@ -439,13 +439,17 @@ class AppWorldEnv(GroupMemberEnv):
 
         ``{"kind": "native", "task_id", "world", "repl"}``: ``world`` is the world server's own save of its
         databases, ``random`` state and logged-out tokens; ``repl`` the REPL's variables pickled inside the
-        sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "fingerprint", "reason"}`` when the
-        variables do not pickle (a function the agent defined): restoring replays the code steps and checks
-        the world's fingerprint. ``{"kind": "ended", "task_id"}`` once the episode is over.
+        sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "fingerprint", "reason"}`` at the reset
+        (a reset costs less than opening a copy) and when the variables do not pickle (a function the agent
+        defined): restoring replays the code steps and checks the world's fingerprint. ``{"kind": "ended",
+        "task_id"}`` once the episode is over.
         """
         task_id = self.task.task_id
         if self._finished or self._world is None or self._agent is None:
             return {"kind": "ended", "task_id": task_id}
+        if self.elapsed_steps == 0:  # a reset is cheaper to repeat than a copy to load, and exact
+            fingerprint = self._world.request("fingerprint")["sha256"]
+            return {"kind": "replay", "task_id": task_id, "fingerprint": fingerprint, "reason": "at the reset"}
         try:
             repl, reason = self._agent.snapshot(self.step_seconds, self.grace_seconds)
         except AgentLost as exc:  # only a REPL whose worker the agent's code broke: replaced, and said so
