@@ -552,7 +552,7 @@ def test_appworld_siblings_do_not_see_each_others_payment(appworld_trio):
 
 def test_appworld_variables_that_do_not_pickle_fork_by_a_checked_replay(appworld_trio):
     """A function the agent defined cannot leave its REPL: the snapshot replays the code steps (seeded
-    random, frozen clock, one hash seed: the same outputs) and checks the world's fingerprint; code whose
+    random, frozen clock, one hash seed: the same outputs) and checks the world's digest; code whose
     output a replay cannot repeat is refused with the member left as it was."""
     original, fork, _ = appworld_trio
     task_id, script = _appworld_script()
@@ -561,9 +561,24 @@ def test_appworld_variables_that_do_not_pickle_fork_by_a_checked_replay(appworld
     play(original, steps)
     snap = pickle.loads(pickle.dumps(original.snapshot()))
     assert snap.state["kind"] == "replay" and "defined by the agent's code" in snap.state["reason"]
+    fork.reset(options={"task_id": task_id})
+    play(fork, ["kept = 41"])
+    with pytest.raises(ValueError, match="did not rebuild its world"):  # another world, the same outputs
+        fork.restore(dataclasses.replace(snap, state={**snap.state, "digest": "0" * 64}))
+    assert fork.elapsed_steps == 1 and fork.step("print(kept)")[0].strip() == "41"
     assert fork.restore(snap) == (original._last_obs, original._last_info)
     rest = ["print(len([c for c in contacts if cousin(c)]))", *script[8:]]
     assert play(fork, rest) == play(original, rest)
+
+    # a member restored from a copy, then defining a function: its replay rebuilds the same world
+    _, _, sibling = appworld_trio
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:3]))
+    fork.restore(original.snapshot())
+    play(fork, steps[3:5])
+    snap = fork.snapshot()
+    assert snap.state["kind"] == "replay" and sibling.restore(snap) == (fork._last_obs, fork._last_info)
+    assert play(sibling, list(script[4:8])) == play(fork, list(script[4:8]))
 
     original.reset(options={"task_id": task_id})
     play(original, [*steps[:4], "import uuid\nprint(uuid.uuid4())"])

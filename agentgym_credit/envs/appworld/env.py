@@ -52,7 +52,7 @@ start) and loads the saved state over it, and a fresh sandboxed REPL that loads 
 that admits only library classes (none of the agent's) before it is attached to the world; what it wrote
 to its API channel before that is dropped. Variables that do not pickle (a function or class the agent
 defined, a generator) make the snapshot a replay one: restoring replays the code steps from the reset in a
-fresh world and REPL and checks the world's fingerprint. A replay repeats the outputs because the REPL
+fresh world and REPL and checks the world's digest. A replay repeats the outputs because the REPL
 is deterministic per episode, as AppWorld's own: its ``random`` seeded with the world's seed, its clock
 frozen at the world's date (``freezegun``), one string hash seed for every REPL; code whose output a
 replay cannot repeat (``uuid.uuid4()``, object ids, a step that timed out part way through its API calls)
@@ -439,17 +439,18 @@ class AppWorldEnv(GroupMemberEnv):
 
         ``{"kind": "native", "task_id", "world", "repl"}``: ``world`` is the world server's own save of its
         databases, ``random`` state and logged-out tokens; ``repl`` the REPL's variables pickled inside the
-        sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "fingerprint", "reason"}`` at the reset
-        (a reset costs less than opening a copy) and when the variables do not pickle (a function the agent
-        defined): restoring replays the code steps and checks the world's fingerprint. ``{"kind": "ended",
+        sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "digest", "reason"}`` at the reset (a
+        reset costs less than opening a copy) and when the variables do not pickle (a function the agent
+        defined): restoring replays the code steps and checks the world's digest (its databases' bytes,
+        ``random`` state and logged-out tokens). ``{"kind": "ended",
         "task_id"}`` once the episode is over.
         """
         task_id = self.task.task_id
         if self._finished or self._world is None or self._agent is None:
             return {"kind": "ended", "task_id": task_id}
         if self.elapsed_steps == 0:  # a reset is cheaper to repeat than a copy to load, and exact
-            fingerprint = self._world.request("fingerprint")["sha256"]
-            return {"kind": "replay", "task_id": task_id, "fingerprint": fingerprint, "reason": "at the reset"}
+            digest = self._world.request("digest")["sha256"]
+            return {"kind": "replay", "task_id": task_id, "digest": digest, "reason": "at the reset"}
         try:
             repl, reason = self._agent.snapshot(self.step_seconds, self.grace_seconds)
         except AgentLost as exc:  # only a REPL whose worker the agent's code broke: replaced, and said so
@@ -457,8 +458,8 @@ class AppWorldEnv(GroupMemberEnv):
             self._restart_agent()
             self._variables_lost = True
         if repl is None:
-            fingerprint = self._world.request("fingerprint")["sha256"]
-            return {"kind": "replay", "task_id": task_id, "fingerprint": fingerprint, "reason": reason}
+            digest = self._world.request("digest")["sha256"]
+            return {"kind": "replay", "task_id": task_id, "digest": digest, "reason": reason}
         saved = self._world.request("save")
         world = {
             "images": {app: base64.b64decode(image) for app, image in saved["images"].items()},
@@ -474,8 +475,8 @@ class AppWorldEnv(GroupMemberEnv):
         task = self._check_state(state)
         kind = state["kind"]
         if kind == "replay":  # after the replay of the code steps: the world must be the snapshot's
-            found = self._world.request("fingerprint")["sha256"] if self._world is not None else None
-            if found != state["fingerprint"]:
+            found = self._world.request("digest")["sha256"] if self._world is not None else None
+            if found != state["digest"]:
                 raise ValueError(
                     "replaying the snapshot's code steps did not rebuild its world (code whose effect "
                     "depends on when it ran, such as a step that timed out, cannot be replayed); fork "
@@ -523,14 +524,14 @@ class AppWorldEnv(GroupMemberEnv):
 
 def _state_problem(state: Any, tasks: dict[str, int]) -> str:
     """What is wrong with an AppWorld snapshot's engine state (empty: nothing)."""
-    kinds = {"ended": {"kind", "task_id"}, "replay": {"kind", "task_id", "fingerprint", "reason"},
+    kinds = {"ended": {"kind", "task_id"}, "replay": {"kind", "task_id", "digest", "reason"},
              "native": {"kind", "task_id", "world", "repl"}}
     if not isinstance(state, dict) or state.get("kind") not in kinds or set(state) != kinds[state["kind"]]:
         return f"a dict with the keys of one of {sorted(kinds)}"
     if state["task_id"] not in tasks:
         return f"task {str(state['task_id'])[:80]!r} is not in this member's task set"
-    if state["kind"] == "replay" and not isinstance(state["fingerprint"], str):
-        return "the world's fingerprint is not text"
+    if state["kind"] == "replay" and not isinstance(state["digest"], str):
+        return "the world's digest is not text"
     if state["kind"] != "native":
         return ""
     world = state["world"]

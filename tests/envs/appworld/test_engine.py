@@ -105,9 +105,11 @@ def test_a_saved_world_loads_into_another_world_of_its_task(appworld_venv) -> No
         assert saved["tokens"] == {"spotify": [revoked]}
         second.request("load", images=saved["images"], random=saved["random"], tokens=saved["tokens"])
         assert second.request("fingerprint")["sha256"] == first.request("fingerprint")["sha256"]
+        assert second.request("digest")["sha256"] == first.request("digest")["sha256"]
         assert second.request("diff")["changes"] == first.request("diff")["changes"] != {}
         assert call(second, "spotify", "login", username=email, password=password) == call(
             first, "spotify", "login", username=email, password=password)  # the same token: same random state
+        assert second.request("digest")["sha256"] == first.request("digest")["sha256"]
         assert second.request("save")["tokens"] == saved["tokens"]  # the logged-out token, revoked in both
         fingerprint = second.request("fingerprint")["sha256"]
         junk = base64.b64encode(zlib.compress(b"not a database" * 100)).decode()
