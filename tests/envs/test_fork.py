@@ -50,13 +50,15 @@ def _alfworld_game() -> Any:
 
 
 def build(env_id: str) -> GroupMemberEnv:
-    """A fresh member of ``env_id`` (the corridor families and one ALFWorld game for speed)."""
+    """A fresh member of ``env_id`` (the corridor families, one ALFWorld game for speed, AppWorld's tasks)."""
     if env_id == "Corridor":
         return CorridorEnv(length=6, max_steps=8)
     if env_id == "NativeCorridor":
         return NativeCorridorEnv(length=6, max_steps=8)
     if env_id == ALFWORLD:
         return gym.make(ALFWORLD, game_files=[_alfworld_game()], max_steps=20).unwrapped
+    if env_id == APPWORLD:
+        return _appworld_member()
     return gym.make(env_id, max_steps=8).unwrapped
 
 
@@ -654,15 +656,6 @@ def test_appworld_repl_state_is_never_loaded_outside_a_sandboxed_repl(appworld_t
         unsandboxed.close()
 
 
-def _appworld_restore_and_play(snapshot_bytes: bytes, actions: list[str]) -> tuple[Any, list[tuple]]:
-    env = _appworld_member()
-    try:
-        restored = env.restore(pickle.loads(snapshot_bytes))
-        return restored, play(env, actions)
-    finally:
-        env.close()
-
-
 def test_appworld_a_snapshot_restores_in_another_process(appworld_trio):
     original = appworld_trio[0]
     task_id, script = _appworld_script()
@@ -674,7 +667,7 @@ def test_appworld_a_snapshot_restores_in_another_process(appworld_trio):
     expected = play(original, rest)
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        restored, transcript = pool.submit(_appworld_restore_and_play, blob, rest).result(timeout=600)
+        restored, transcript = pool.submit(_restore_and_play, APPWORLD, blob, rest).result(timeout=600)
     assert restored == at_fork and transcript == expected
 
 
