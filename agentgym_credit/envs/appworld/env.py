@@ -441,9 +441,8 @@ class AppWorldEnv(GroupMemberEnv):
         databases, ``random`` state and logged-out tokens; ``repl`` the REPL's variables pickled inside the
         sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "digest", "reason"}`` at the reset (a
         reset costs less than opening a copy) and when the variables do not pickle (a function the agent
-        defined): restoring replays the code steps and checks the world's digest (its databases' bytes,
-        ``random`` state and logged-out tokens). ``{"kind": "ended",
-        "task_id"}`` once the episode is over.
+        defined): restoring replays the code steps and checks the world's digest (its databases' rows,
+        ``random`` state and logged-out tokens). ``{"kind": "ended", "task_id"}`` once the episode is over.
         """
         task_id = self.task.task_id
         if self._finished or self._world is None or self._agent is None:
@@ -487,19 +486,15 @@ class AppWorldEnv(GroupMemberEnv):
             self._close_episode()
             self._task = task
             return
-        world, agent, names, clock = self._world, self._agent, self._api_names, self._clock
+        world, agent = self._world, self._agent  # the episode it replaces, closed once the new one is ready
         images = {app: base64.b64encode(raw).decode("ascii") for app, raw in state["world"]["images"].items()}
         saved = {"world": {**state["world"], "images": images}, "repl": state["repl"]}
         try:
-            reply = self._open_episode(task, saved)
+            reply = self._open_episode(task, saved)  # the member's episode is untouched unless it succeeds
         except EngineError as exc:
-            self._world, self._agent, self._api_names, self._clock = world, agent, names, clock
             raise ValueError(f"the snapshot's world does not load ({exc}); take a new snapshot() of the "
                              "member to fork") from None
-        except BaseException:
-            self._world, self._agent, self._api_names, self._clock = world, agent, names, clock
-            raise
-        for process in (agent, world):  # the episode it replaces
+        for process in (agent, world):
             if process is not None:
                 process.close()
         self._task, self.world_summary = task, reply["summary"]
