@@ -4,8 +4,8 @@ For each environment a member plays a seeded episode with random non-terminal ac
 the environment lists them) to a few depths; at each depth the script times, median of ``--repeats``:
 
 * ``snapshot()`` and the size of the pickled snapshot;
-* ``restore(snapshot)`` into another member: the environment's own fork method (native for Sokoban, WebShop
-  and SearchQA; a replay for ALFWorld, whose restore *is* the replay);
+* ``restore(snapshot)`` into another member: the environment's own fork method (native for Sokoban, WebShop,
+  SearchQA and AppWorld; a replay for ALFWorld, whose restore *is* the replay);
 * the replay of the same snapshot — reset with its recorded arguments and ``np_random`` state, then its
   actions stepped again, checked against its observation — which is how any member forks without a native
   snapshot; the ratio replay / restore is what the native snapshot saves;
@@ -13,8 +13,12 @@ the environment lists them) to a few depths; at each depth the script times, med
   with 2 worker processes and with 2 Ray actors (a child on the parent's worker and the others on the other
   one, so the snapshot crosses a pipe or the Ray object store).
 
-Usage: ``python benchmarks/fork_speed.py [--envs sokoban webshop searchqa alfworld] [--depths 0 5 10 20]
-[--repeats 20] [--no-ray]``. Writes ``benchmarks/results/fork_speed/fork_speed.{md,json}``.
+AppWorld's steps are code (``appworld_action``: the log-in, then Venmo pages read into REPL variables); its
+member and branch timings start world servers and sandboxed REPLs, so they are run on their own, into their
+own folder: ``--envs appworld --out benchmarks/results/fork_speed/appworld``.
+
+Usage: ``python benchmarks/fork_speed.py [--envs sokoban webshop searchqa alfworld appworld] [--depths 0 5 10
+20] [--repeats 20] [--no-ray] [--out DIR]``. Writes ``benchmarks/results/fork_speed/fork_speed.{md,json}``.
 """
 
 from __future__ import annotations
@@ -52,8 +56,25 @@ ENVS: dict[str, tuple[str, dict[str, Any]]] = {
     "webshop": ("WebShop-Group-v0", {"max_steps": 50}),
     "searchqa": ("SearchQA-Group-v0", {"max_steps": 40}),
     "alfworld": ("ALFWorld-Group-v0", {"max_steps": 50}),
+    "appworld": ("AppWorld-Group-v0", {"max_steps": 50}),
 }
 _TERMINAL = {"click[buy now]"}
+#: AppWorld's steps: log in, then read Venmo pages and keep what they hold in REPL variables (one more each).
+_APPWORLD_OPENING = (
+    "profile = apis.supervisor.show_profile()\n"
+    "passwords = {p['account_name']: p['password'] for p in apis.supervisor.show_account_passwords()}",
+    "token = apis.venmo.login(username=profile['email'], password=passwords['venmo'])['access_token']\n"
+    "seen = {}",
+)
+
+
+def appworld_action(step: int) -> str:
+    """AppWorld's ``step``-th code step: the log-in, then a Venmo page read into the REPL's variables."""
+    if step < len(_APPWORLD_OPENING):
+        return _APPWORLD_OPENING[step]
+    page = step - len(_APPWORLD_OPENING)
+    return (f"page = apis.venmo.show_transactions(access_token=token, page_index={page % 8}, page_limit=5)\n"
+            f"seen[{page}] = [t['amount'] for t in page]\nprint(len(seen), sum(map(sum, seen.values())))")
 
 
 def non_terminal_action(info: dict[str, Any], rng: np.random.Generator) -> str:
@@ -77,7 +98,8 @@ def play_to(env: GroupMemberEnv, depth: int, seed: int) -> list[str]:
         _, info = env.reset(seed=seed + attempt)
         actions = []
         for _ in range(depth):
-            actions.append(non_terminal_action(info, rng))
+            code = type(env).__name__ == "AppWorldEnv"
+            actions.append(appworld_action(len(actions)) if code else non_terminal_action(info, rng))
             *_, info = env.step(actions[-1])
             if env.episode_over:
                 break
@@ -196,7 +218,7 @@ def _tables(members: list[dict[str, Any]], branches: list[dict[str, Any]]) -> st
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     given = list(sys.argv[1:] if argv is None else argv)  # engines imported later may rewrite sys.argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=list(ENVS))
+    ap.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=[e for e in ENVS if e != "appworld"])
     ap.add_argument("--depths", nargs="+", type=int, default=[0, 5, 10, 20])
     ap.add_argument("--repeats", type=int, default=20)
     ap.add_argument("--branch-depth", type=int, default=10)
@@ -238,6 +260,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               "resets with the snapshot's recorded arguments and `np_random` state and steps its actions again, "
               "finding its searches in the process's search cache (WebShop, SearchQA; the last column empties the "
               "cache first, as a replay in another process finds it); "
+              + ("AppWorld's parent played code steps instead (`appworld_action`: the log-in, then Venmo pages "
+                 "read into REPL variables); its *restore* opens a world server and a sandboxed REPL and first "
+                 "snapshots the restoring member's own live episode, to roll back to on failure. "
+                 if "appworld" in args.envs else "") +
               f"*branch* forks member 0 of a group of {args.group_size} into the other {args.group_size - 1} "
               "(with workers: members 0-1 and 2-3 on two workers, so two children are restored on the other "
               "worker, the snapshot crossing a pipe or the Ray object store).\n\n")

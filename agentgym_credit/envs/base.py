@@ -562,8 +562,14 @@ class GroupMemberEnv(gym.Env, ABC):
             state=self._snapshot_state(),
         )
 
+    def _replays(self, state: Any) -> bool:
+        """Whether a ``"native"`` snapshot with this engine ``state`` is restored by a replay all the same (a
+        state that could not be copied at that step, e.g. AppWorld's REPL variables that do not pickle);
+        its ``_restore_state`` then runs after the replay, as under ``"replay"``. Default: never."""
+        return False
+
     def _apply_snapshot(self, snapshot: MemberSnapshot) -> None:
-        if snapshot.method == "replay":
+        if snapshot.method == "replay" or self._replays(snapshot.state):
             self._replay(snapshot)
         else:
             self._restore_state(snapshot.state)

@@ -11,7 +11,10 @@ import concurrent.futures
 import dataclasses
 import functools
 import multiprocessing
+import os
 import pickle
+import random
+import zlib
 from typing import Any
 
 import gymnasium as gym
@@ -47,13 +50,15 @@ def _alfworld_game() -> Any:
 
 
 def build(env_id: str) -> GroupMemberEnv:
-    """A fresh member of ``env_id`` (the corridor families and one ALFWorld game for speed)."""
+    """A fresh member of ``env_id`` (the corridor families, one ALFWorld game for speed, AppWorld's tasks)."""
     if env_id == "Corridor":
         return CorridorEnv(length=6, max_steps=8)
     if env_id == "NativeCorridor":
         return NativeCorridorEnv(length=6, max_steps=8)
     if env_id == ALFWORLD:
         return gym.make(ALFWORLD, game_files=[_alfworld_game()], max_steps=20).unwrapped
+    if env_id == APPWORLD:
+        return _appworld_member()
     return gym.make(env_id, max_steps=8).unwrapped
 
 
@@ -453,3 +458,236 @@ def test_generator_states_round_trip():
     assert again.random() == rng.random()
     with pytest.raises(ValueError, match="np_random"):
         generator_from_state("PCG64")
+
+
+# ----------------------------------------------------------------------------------------------- AppWorld
+APPWORLD = "AppWorld-Group-v0"
+
+
+@functools.lru_cache(maxsize=1)
+def _appworld_script() -> tuple[str, tuple[str, ...]]:
+    """The task ``pay_relationship_w101_1`` and code steps that win it, with steps between that print what a
+    fork must carry exactly: the REPL's random numbers, the frozen clock, a set's order, access tokens (the
+    world's random state), an error, a logged-out token."""
+    from agentgym_credit.envs.appworld.tasks import load_tasks
+
+    task = next(t for t in load_tasks(None, None) if t.task_id == "pay_relationship_w101_1")
+    profile, phone, venmo, contacts, pay, complete = task.solution
+    return task.task_id, (
+        profile,
+        "import random\nluck = random.random()\nprint(luck, datetime.datetime.now(), pendulum.now())",
+        phone + "\nprint(phone_token[-12:])",
+        "seen = set(passwords)\nprint(seen, Counter(''.join(seen)).most_common(3), random.random())",
+        venmo + "\nprint(venmo_token[-12:])",
+        "print(1 / 0)",
+        contacts,
+        "cousins = [c['email'] for c in contacts if 'cousin' in c['relationships']]\nprint(len(cousins))",
+        "print(apis.venmo.logout(access_token=venmo_token))\n"
+        + venmo.replace("venmo_token", "fresh_token") + "\nprint(fresh_token[-12:])",
+        pay.replace("venmo_token", "fresh_token"),
+        "print(apis.venmo.show_venmo_balance(access_token=fresh_token))",
+        complete,
+    )
+
+
+def _appworld_member(**kwargs: Any) -> GroupMemberEnv:
+    return gym.make(APPWORLD, split=None, max_steps=20, **kwargs).unwrapped
+
+
+@pytest.fixture(scope="module")
+def appworld_trio():
+    from agentgym_credit.envs.appworld.engine import setup_appworld_venv
+
+    setup_appworld_venv()
+    trio = (_appworld_member(), _appworld_member(), _appworld_member())
+    yield trio
+    for env in trio:
+        env.close()
+
+
+def _balance(env: GroupMemberEnv) -> float:
+    shown = env.step("print(apis.venmo.show_venmo_balance(access_token=venmo_token)['venmo_balance'])")[0]
+    return float(shown)
+
+
+@pytest.mark.parametrize("fork_at", sorted(np.random.default_rng(32).choice(11, size=3, replace=False)))
+def test_appworld_forks_natively_and_continues_like_the_original(appworld_trio, fork_at):
+    """A fork at a random step (drawn once, seeded) of a winning episode, through pickle, gives the same
+    transcript as the original going on: outputs, rewards, flags and infos, to the reward of 10."""
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:fork_at]))
+    snap = pickle.loads(pickle.dumps(original.snapshot()))
+    assert snap.method == "native" and snap.state["kind"] == "native"
+    assert isinstance(snap.state["repl"], bytes)
+    fork.reset(options={"task_id": task_id})  # the fork replaces the member's own episode
+    fork.step("x = 1")
+    assert fork.restore(snap) == (original._last_obs, original._last_info)
+    assert fork.elapsed_steps == fork_at and fork.action_history == original.action_history
+    rest = list(script[fork_at:])
+    expected = play(original, rest)
+    assert play(fork, rest) == expected
+    assert expected[-1][1] == 10.0 and expected[-1][2] and "Error" not in expected[-1][0]
+
+
+def test_appworld_siblings_do_not_see_each_others_payment(appworld_trio):
+    """One child pays $22 to each cousin on Venmo; the other's database is unchanged: its diff against the
+    task's start (what the grader reads) and its balance read through the API are the parent's."""
+    original, payer, other = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:8]))  # logged in, the cousins found
+    snap = original.snapshot()
+    payer.restore(snap)
+    other.restore(snap)
+    before = original._world.request("diff")["changes"]
+    balance = _balance(original)
+    payer.step(script[9].replace("fresh_token", "venmo_token"))
+    paid = payer._world.request("diff")["changes"]
+    assert paid["venmo"]["transactions"]["added"] and "transactions" not in before.get("venmo", {})
+    assert other._world.request("diff")["changes"] == before
+    assert _balance(other) == balance and _balance(payer) < balance
+    _, reward, terminated, _, info = other.step(script[-1])  # no payment: the grader fails it
+    assert terminated and reward == 0.0 and info["checks_failed"]
+
+
+def test_appworld_variables_that_do_not_pickle_fork_by_a_checked_replay(appworld_trio):
+    """A function the agent defined cannot leave its REPL: the snapshot replays the code steps (seeded
+    random, frozen clock, one hash seed: the same outputs) and checks the world's digest; code whose
+    output a replay cannot repeat is refused with the member left as it was."""
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    steps = [*script[:3], "def cousin(c):\n    return 'cousin' in c['relationships']", *script[3:7]]
+    original.reset(options={"task_id": task_id})
+    play(original, steps)
+    snap = pickle.loads(pickle.dumps(original.snapshot()))
+    assert snap.state["kind"] == "replay" and "defined by the agent's code" in snap.state["reason"]
+    fork.reset(options={"task_id": task_id})
+    play(fork, ["kept = 41"])
+    with pytest.raises(ValueError, match="did not rebuild its world"):  # another world, the same outputs
+        fork.restore(dataclasses.replace(snap, state={**snap.state, "digest": "0" * 64}))
+    assert fork.elapsed_steps == 1 and fork.step("print(kept)")[0].strip() == "41"
+    assert fork.restore(snap) == (original._last_obs, original._last_info)
+    rest = ["print(len([c for c in contacts if cousin(c)]))", *script[8:]]
+    assert play(fork, rest) == play(original, rest)
+
+    # a member restored from a copy, then defining a function: its replay rebuilds the same world
+    _, _, sibling = appworld_trio
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:3]))
+    fork.restore(original.snapshot())
+    play(fork, steps[3:5])
+    snap = fork.snapshot()
+    assert snap.state["kind"] == "replay" and sibling.restore(snap) == (fork._last_obs, fork._last_info)
+    assert play(sibling, list(script[4:8])) == play(fork, list(script[4:8]))
+
+    original.reset(options={"task_id": task_id})
+    play(original, [*steps[:4], "import uuid\nprint(uuid.uuid4())"])
+    fork.reset(options={"task_id": task_id})
+    play(fork, ["kept = 41"])
+    with pytest.raises(ValueError, match="did not reach its state"):
+        fork.restore(original.snapshot())
+    assert fork.elapsed_steps == 1 and fork.step("print(kept)")[0].strip() == "41"
+
+
+def test_appworld_a_fork_at_the_reset_is_a_reset(appworld_trio):
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    snap = original.snapshot()
+    assert snap.state["kind"] == "replay" and snap.state["reason"] == "at the reset"
+    assert fork.restore(snap) == (original._last_obs, original._last_info)
+    assert play(fork, list(script[:3])) == play(original, list(script[:3]))
+
+
+def test_appworld_a_snapshot_after_the_end_restores_a_finished_member(appworld_trio):
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    play(original, list(script))
+    snap = original.snapshot()
+    assert snap.finished and snap.state == {"kind": "ended", "task_id": task_id}
+    obs, info = fork.restore(snap)
+    assert fork.episode_over and info["won"] and fork.step("print(1)")[:4] == (obs, 0.0, True, False)
+
+
+def test_appworld_repl_state_is_never_loaded_outside_a_sandboxed_repl(appworld_trio, monkeypatch):
+    """The REPL's variables are opaque bytes in the snapshot: the client restores without unpickling
+    anything; a forged REPL state is refused inside the fresh REPL (the member left as it was); a snapshot
+    of a sandboxed member does not restore into one without the sandbox."""
+    original, fork, _ = appworld_trio
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:2]))
+    snap = original.snapshot()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the client unpickled something during a restore")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pickle, "loads", refuse)
+        patch.setattr(pickle, "Unpickler", refuse)
+        assert fork.restore(snap)[0] == original._last_obs
+    fork.step("kept = 41")
+    marker = f"/tmp/agc-fork-{os.getpid()}"
+
+    class Gadget:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    forged = zlib.compress(pickle.dumps(({"x": Gadget()}, random.getstate())))
+    bad = dataclasses.replace(snap, state={**snap.state, "repl": forged})
+    with pytest.raises(ValueError, match="REPL state does not load.*may not be loaded"):
+        fork.restore(bad)
+    assert not os.path.exists(marker) and fork.step("print(kept)")[0].strip() == "41"
+    bad = dataclasses.replace(snap, state={**snap.state, "world": {**snap.state["world"], "images": {
+        app: b"junk" for app in snap.state["world"]["images"]}}})
+    with pytest.raises(ValueError, match="world does not load"):
+        fork.restore(bad)
+    with pytest.raises(ValueError, match="corrupt"):
+        fork.restore(dataclasses.replace(snap, state={**snap.state, "task_id": "nope"}))
+    assert fork.step("print(kept)")[0].strip() == "41"
+    unsandboxed = _appworld_member(unsafe_no_sandbox=True)
+    try:
+        with pytest.raises(ValueError, match="unsafe_no_sandbox=False"):
+            unsandboxed.restore(snap)
+    finally:
+        unsandboxed.close()
+
+
+def test_appworld_a_snapshot_restores_in_another_process(appworld_trio):
+    original = appworld_trio[0]
+    task_id, script = _appworld_script()
+    original.reset(options={"task_id": task_id})
+    play(original, list(script[:5]))
+    blob = pickle.dumps(original.snapshot())
+    at_fork = (original._last_obs, original._last_info)
+    rest = list(script[5:])
+    expected = play(original, rest)
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+        restored, transcript = pool.submit(_restore_and_play, APPWORLD, blob, rest).result(timeout=600)
+    assert restored == at_fork and transcript == expected
+
+
+@pytest.mark.parametrize("num_workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_appworld_branch_in_the_group_vector_env(appworld_trio, num_workers):
+    task_id, script = _appworld_script()
+    env = gym.make_vec(APPWORLD, num_envs=3, group_size=3, vectorization_mode="vector_entry_point",
+                       split=None, max_steps=20, num_workers=num_workers)
+    try:
+        env.reset(seed=0, options={"task_id": task_id})
+        for code in script[:7]:
+            env.step([code] * 3)
+        observations, infos = env.unwrapped.branch(0, [2, 1])
+        assert observations == [env.unwrapped._obs[0]] * 2
+        assert infos["_anchor"].tolist() == [False, True, True]
+        results = []
+        for code in script[7:]:
+            obs, reward, terminated, truncated, infos = env.step([code] * 3)
+            results.append((list(obs), reward.tolist(), terminated.tolist()))
+        assert all(o[0] == o[1] == o[2] for o, _, _ in results)
+        assert results[-1][1] == [10.0] * 3 and results[-1][2] == [True] * 3
+    finally:
+        env.close()

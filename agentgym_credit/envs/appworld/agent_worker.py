@@ -26,10 +26,22 @@ loops; printed output is capped at :data:`OUTPUT_CAP` characters. These Python-l
 defence in depth: the wall is the process (its namespaces, file system, seccomp filter and limits),
 and the client kills it when a step overruns its time (see ``sandbox.py``).
 
-Protocol: one JSON object per line each way. Control requests ``{"op": "init", ...}`` (reply
-``{"ready": true}``) and ``{"op": "execute", "seq", "code", "seconds", "refusal"}`` (reply ``{"seq",
-"output", "error"}``). API requests ``{"id", "app", "api", "kwargs"}``; replies ``{"id", "ok": true,
-"result"}`` or ``{"id", "ok": false, "error": {"module", "name", "args", "text"}}``.
+The REPL is deterministic per episode, as AppWorld's own: the ``init`` message seeds ``random`` and freezes
+the clock at the world's date (``freezegun``, which AppWorld uses too), and the client starts every REPL
+with one string hash seed, so the same code steps print the same output in a replay of the episode.
+
+A fork carries the REPL's variables: ``snapshot`` pickles the namespace and the ``random`` state
+(:func:`dump_state`: modules and the ``apis`` proxy by name, library values by their own reduction, nothing
+defined by agent code) and checks that a fresh REPL would load it; ``restore`` loads it into a fresh REPL
+(:func:`load_state`, an unpickler that admits public names of :data:`PICKLE_MODULES` only), with the
+audit hook armed and under the alarm, after the wall is up.
+
+Protocol: one JSON object per line each way. Control requests ``{"op": "init", "api_names", "memory_mb",
+"cpu_seconds", "seed", "clock"}`` (reply ``{"ready": true}``), ``{"op": "execute", "seq", "code", "seconds",
+"refusal"}`` (reply ``{"seq", "output", "error"}``), ``{"op": "snapshot", "seq", "seconds"}`` (reply
+``{"seq", "state": base64 text or null, "reason"}``) and ``{"op": "restore", "seq", "state", "seconds"}``
+(reply ``{"seq", "restored", "reason"}``). API requests ``{"id", "app", "api", "kwargs"}``; replies ``{"id",
+"ok": true, "result"}`` or ``{"id", "ok": false, "error": {"module", "name", "args", "text"}}``.
 
 ``python agent_worker.py --probe`` applies the limits and the filter and prints one JSON line saying
 whether they hold (the client's check that the sandbox works on this machine).
@@ -39,14 +51,19 @@ from __future__ import annotations
 
 import argparse
 import ast
+import base64
 import builtins
 import io
 import json
 import os
+import pickle
+import random
 import resource
 import signal
 import sys
 import traceback
+import types
+import zlib
 from typing import Any
 
 OUTPUT_CAP = 20_000  # characters kept from one step's printed output (the env truncates further)
@@ -57,6 +74,7 @@ CTRL_FD = 3
 API_FD = 4
 """The descriptor of the channel to the world server (the ``apis`` proxy's requests)."""
 NOFILE_LIMIT = 16
+REPL_STATE_BYTES = 8 * 1024 * 1024  # the largest REPL state a snapshot carries (pickled, compressed)
 ALLOWED_MODULES = frozenset(
     {
         "math",
@@ -553,6 +571,29 @@ class Repl:
         exec(PREAMBLE, self.namespace)  # run before the sandbox is armed
         self.namespace["apis"] = apis
 
+    def snapshot(self, seconds: float) -> dict:
+        """The REPL's variables and ``random`` state as opaque bytes (:func:`dump_state`); ``{"state": base64
+        text}``, or ``{"state": None, "reason": why}`` when they do not pickle (the client then replays)."""
+        try:
+            state = _guarded(lambda: dump_state(self.namespace), seconds)
+        except BaseException as exc:  # noqa: BLE001 - a value that does not pickle, memory, time
+            return {"state": None, "reason": _short_reason(exc)}
+        return {"state": base64.b64encode(state).decode("ascii"), "reason": ""}
+
+    def restore(self, text: Any, seconds: float) -> dict:
+        """Load what :meth:`snapshot` gave (in another REPL) into this fresh one; ``{"restored": bool,
+        "reason"}``."""
+        try:
+            if not isinstance(text, str) or len(text) > REPL_STATE_BYTES * 4 // 3 + 4:
+                raise ValueError("the REPL state is not base64 text of at most the state size")
+            data = base64.b64decode(text.encode("ascii"), validate=True)
+            names, random_state = _guarded(lambda: load_state(data, self.namespace["apis"]), seconds)
+        except BaseException as exc:  # noqa: BLE001 - reported to the client, which replays instead
+            return {"restored": False, "reason": _short_reason(exc)}
+        random.setstate(random_state)
+        self.namespace.update(names)
+        return {"restored": True, "reason": ""}
+
     def execute(self, code: str, seconds: float, refusal: str | None = None) -> dict:
         code = code.strip()
         if not code:
@@ -631,6 +672,157 @@ def _agent_traceback(exc: BaseException, seconds: float) -> str:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return "\n".join([*lines, message]) if lines else message
+
+
+# ------------------------------------------------------------------------------------ the REPL's state
+# Modules whose classes and functions a REPL state may hold (their public names, and the private functions
+# pickle rebuilds some of their values with): the agent's importable modules and the modules their values
+# are rebuilt from. Never the agent's own classes or functions (module ``__agent__``): agent code.
+PICKLE_MODULES = ALLOWED_MODULES | {"builtins", "copyreg", "_collections_abc", "zoneinfo"}
+PICKLE_BUILTINS = frozenset(
+    {
+        "object", "bool", "int", "float", "complex", "str", "bytes", "bytearray", "list", "tuple", "dict",
+        "set", "frozenset", "range", "slice", "map", "filter", "zip", "enumerate", "reversed", "iter",
+        "getattr",
+    }
+)
+PICKLE_FUNCTIONS = frozenset({("copyreg", "_reconstructor"), ("re", "_compile")})
+
+
+class _StatePickler(pickle.Pickler):
+    """Pickles REPL values: modules and the ``apis`` proxy by name, library values by their own reduction;
+    anything defined by agent code (a function, a class, an instance of one) is refused."""
+
+    def __init__(self, file: io.BytesIO, apis: dict) -> None:
+        super().__init__(file, protocol=5)
+        self.names: dict[int, tuple] = {id(apis): ("apis",)}
+        for app, munch in apis.items():
+            self.names[id(munch)] = ("app", app)
+            for api, function in munch.items():
+                self.names[id(function)] = ("api", app, api)
+
+    def persistent_id(self, obj: Any) -> Any:
+        if type(obj) is type(sys):
+            name = getattr(obj, "__name__", "")
+            if name not in ALLOWED_MODULES:
+                raise pickle.PicklingError(f"the module {name!r} is not one the agent may import")
+            return ("module", name)
+        return self.names.get(id(obj))
+
+    def reducer_override(self, obj: Any) -> Any:
+        by_name = isinstance(obj, type) or type(obj) in (types.FunctionType, types.BuiltinFunctionType)
+        owner = obj if by_name else type(obj)  # a class or function is pickled by its module and name
+        if not _picklable_module(str(getattr(owner, "__module__", None) or "")):
+            raise pickle.PicklingError(
+                f"{getattr(owner, '__qualname__', '?')} is defined by the agent's code or is no library value"
+            )
+        return NotImplemented
+
+
+def _picklable_module(module: str) -> bool:
+    """Whether classes of ``module`` may be in a REPL state (``_functools`` counts as ``functools``)."""
+    root = module.split(".")[0]
+    return root in PICKLE_MODULES or root.lstrip("_") in PICKLE_MODULES
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Loads a REPL state: only public names of :data:`PICKLE_MODULES` (a few builtins), the rebuilding
+    functions of :data:`PICKLE_FUNCTIONS`, and modules and the ``apis`` proxy by name."""
+
+    def __init__(self, file: io.BytesIO, apis: dict) -> None:
+        super().__init__(file)
+        self.apis = apis
+
+    def persistent_load(self, pid: Any) -> Any:
+        if not isinstance(pid, tuple) or not pid or not all(isinstance(part, str) for part in pid):
+            raise pickle.UnpicklingError("a malformed reference")
+        if pid == ("apis",):
+            return self.apis
+        if pid[0] == "app" and len(pid) == 2:
+            return self.apis[pid[1]]
+        if pid[0] == "api" and len(pid) == 3:
+            return self.apis[pid[1]][pid[2]]
+        if pid[0] == "module" and len(pid) == 2:
+            return _guarded_import(pid[1], fromlist=("*",)) if "." in pid[1] else _guarded_import(pid[1])
+        raise pickle.UnpicklingError("an unknown reference")
+
+    def find_class(self, module: str, name: str) -> Any:
+        if not _picklable_module(module) or "." in name:
+            raise pickle.UnpicklingError(f"{module}.{name} may not be loaded")
+        if module == "builtins":
+            if name == "getattr":
+                return _getattr_of_class
+            found = getattr(builtins, name, None)
+            if name in PICKLE_BUILTINS or isinstance(found, type) and issubclass(found, BaseException):
+                return found
+            raise pickle.UnpicklingError(f"builtins.{name} may not be loaded")
+        if name.startswith("_") and (module, name) not in PICKLE_FUNCTIONS:
+            raise pickle.UnpicklingError(f"{module}.{name} may not be loaded")
+        return super().find_class(module, name)
+
+
+def _getattr_of_class(owner: Any, name: str) -> Any:
+    """``getattr`` as pickle uses it to rebuild a value (``Timezone._unpickle``): of a class, no dunder."""
+    if not isinstance(owner, type) or not isinstance(name, str) or name.startswith("__"):
+        raise pickle.UnpicklingError("getattr is only for a class's own rebuilding function")
+    return getattr(owner, name)
+
+
+def dump_state(namespace: dict) -> bytes:
+    """The agent's variables (the namespace without ``__builtins__``) and the ``random`` state, pickled by
+    :class:`_StatePickler` and compressed; at most :data:`REPL_STATE_BYTES`, and checked to load again.
+
+    Raises:
+        pickle.PicklingError: a value cannot be carried (a function or class of the agent's, a generator).
+        pickle.UnpicklingError: a value would not load in a fresh REPL (a builtin function such as ``print``).
+        ValueError: the state is larger than :data:`REPL_STATE_BYTES`.
+    """
+    names = {k: v for k, v in namespace.items() if k not in ("__builtins__", "__name__")}
+    buffer = io.BytesIO()
+    _StatePickler(buffer, namespace["apis"]).dump((names, random.getstate()))
+    data = zlib.compress(buffer.getvalue(), 6)
+    if len(data) > REPL_STATE_BYTES:
+        raise ValueError(f"the REPL's variables take {len(data)} bytes, more than {REPL_STATE_BYTES}")
+    load_state(data, namespace["apis"])  # what a fresh REPL will do with it: it must load there too
+    return data
+
+
+def load_state(data: bytes, apis: dict) -> tuple[dict, tuple]:
+    """The variables and ``random`` state of :func:`dump_state`'s ``data`` (checked, nothing else loaded)."""
+    inflate = zlib.decompressobj()
+    raw = inflate.decompress(data, 8 * REPL_STATE_BYTES)
+    if inflate.unconsumed_tail or not inflate.eof:
+        raise ValueError("the REPL state is truncated or inflates beyond its limit")
+    names, random_state = _StateUnpickler(io.BytesIO(raw), apis).load()
+    if not isinstance(names, dict) or not all(isinstance(k, str) for k in names) or "__builtins__" in names:
+        raise ValueError("the REPL state is not a namespace")
+    random.Random().setstate(random_state)  # raises on a malformed state before anything is changed
+    return names, random_state
+
+
+def _guarded(work: Any, seconds: float) -> Any:
+    """Run ``work()`` as agent code runs: the audit hook armed, under the step's alarm, output discarded."""
+    old_stdout, old_stderr = sys.stdout, sys.stderr
+    old_handler = signal.signal(signal.SIGALRM, _raise_timeout)
+    sys.stdout = sys.stderr = _CappedWriter(0)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        _AGENT_RUNNING[0] = True
+        return work()
+    finally:
+        _AGENT_RUNNING[0] = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old_handler)
+        sys.stdout, sys.stderr = old_stdout, old_stderr
+
+
+def _short_reason(exc: BaseException) -> str:
+    if isinstance(exc, StepTimeout):
+        return "it took too long"
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except Exception:  # noqa: BLE001 - an exception whose text fails
+        return type(exc).__name__
 
 
 # ------------------------------------------------------------------------------------------- the wall
@@ -736,6 +928,8 @@ def serve(sandboxed: bool, base_bytes: int) -> None:
     if not isinstance(init, dict) or init.get("op") != "init":
         raise SystemExit("the first control message must be init")
     memory_mb = int(init["memory_mb"])
+    freeze_clock(init["clock"])
+    random.seed(int(init["seed"]))
     client = ApiClient(LineChannel(API_FD))
     repl = Repl(build_apis(init["api_names"], client), memory_mb)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -749,14 +943,31 @@ def serve(sandboxed: bool, base_bytes: int) -> None:
     control.send({"ready": True})
     while True:
         request = control.receive()
-        if not isinstance(request, dict) or request.get("op") != "execute":
+        if not isinstance(request, dict):
             continue
-        reply = repl.execute(
-            str(request.get("code", "")),
-            float(request.get("seconds") or 10.0),
-            request.get("refusal") if isinstance(request.get("refusal"), str) else None,
-        )
+        op, seconds = request.get("op"), float(request.get("seconds") or 10.0)
+        if op == "execute":
+            refusal = request.get("refusal")
+            reply = repl.execute(
+                str(request.get("code", "")), seconds, refusal if isinstance(refusal, str) else None
+            )
+        elif op == "snapshot":
+            reply = repl.snapshot(seconds)
+        elif op == "restore":
+            reply = repl.restore(request.get("state"), seconds)
+        else:
+            continue
         control.send({"seq": request.get("seq"), **reply})
+
+
+def freeze_clock(clock: Any) -> None:
+    """Stop the clock at the world's date and time, as AppWorld does (``freezegun``): ``datetime``'s
+    ``now``/``today``, ``pendulum.now`` and ``time.time`` all read it, so a replay prints the same dates."""
+    import datetime
+
+    import freezegun
+
+    freezegun.freeze_time(datetime.datetime(*[int(part) for part in clock])).start()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -777,6 +988,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.path.insert(0, site)
     _CODE_ROOTS[:] = sorted({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *args.site)})
     exec(PREAMBLE, {})  # the preamble's modules, loaded while the process waits for its episode
+    import freezegun  # noqa: F401 - likewise (freeze_clock starts it at the init)
     sandboxed = not args.no_seccomp
     if sandboxed:
         import_pyseccomp()

@@ -28,8 +28,9 @@ Client ops (one JSON object per line each way; replies ``{"ok": true, ...}`` or 
   package's factories and then cached on disk (``--cache-dir``; ``fresh`` rebuilds it;
   ``set_random_seed`` seeds Python, Faker and the model factories; the clock is frozen at
   :data:`WORLD_DATETIME`), post ``instruction`` as the supervisor's active task and snapshot the
-  database. Reply: ``summary`` (the world's people, accounts, notes, ... used to write tasks) and
-  ``api_names`` (``{app: [api, ...]}``, what the agent's ``apis`` proxy offers).
+  database. Reply: ``summary`` (the world's people, accounts, notes, ... used to write tasks),
+  ``api_names`` (``{app: [api, ...]}``, what the agent's ``apis`` proxy offers) and ``clock`` (the frozen
+  date and time, which the agent's REPL is frozen at too).
 * ``attach`` (with one file descriptor, ``SCM_RIGHTS``): the agent channel of a new REPL (replaces the
   previous one).
 * ``begin {"code"}``: a new step: reset the package's per-step request count and return AppWorld's
@@ -40,6 +41,14 @@ Client ops (one JSON object per line each way; replies ``{"ok": true, ...}`` or 
 * ``diff``: the changes since ``build``: ``{app: {table: {"added": [...], "removed": [...],
   "updated": [{"before", "after"}]}}}``.
 * ``fingerprint``: SHA-256 of all world rows (determinism checks).
+* ``digest``: SHA-256 of the databases' rows (read straight from SQLite), the ``random`` state and the
+  logged-out tokens (what ``save`` carries; a replay's check, cheaper than ``fingerprint``).
+* ``save``: the world's state for a fork: ``images`` (every world app's SQLite image, zlib-compressed,
+  base64), ``random`` (Python's ``random`` state: ``login`` draws a token's lifetime from it) and ``tokens``
+  (each app's logged-out access tokens).
+* ``load {"images", "random", "tokens"}``: put a ``save`` of another world server of the same task in
+  place of this world's state, after ``build`` (whose snapshot, the start the diff is taken against,
+  stays); all of it is checked before anything changes.
 * ``call {"app", "api", "kwargs"}``: one API call on behalf of the client (tests, benchmarks).
 
 Agent channel: requests ``{"id", "app", "api", "kwargs"}`` of at most :data:`MAX_REQUEST_BYTES`
@@ -58,12 +67,14 @@ servers build a world once.
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import fcntl
 import hashlib
 import hmac
 import json
 import os
+import random
 import resource
 import select
 import selectors
@@ -72,6 +83,7 @@ import socket
 import struct
 import sys
 import warnings
+import zlib
 from typing import Any
 
 WORLD_DATETIME = (2023, 5, 18, 12, 0, 0)
@@ -81,6 +93,7 @@ WORLD_APPS = ("admin", "supervisor", "venmo", "simple_note", "phone", *MORE_APPS
 AGENT_APPS = ("supervisor", "api_docs", "venmo", "simple_note", "phone", *MORE_APPS)
 MAX_REQUEST_BYTES = 1024 * 1024  # the longest API request an agent may send (its JSON line)
 MAX_CLIENT_BYTES = 64 * 1024 * 1024  # the longest client request (code is capped far below this)
+MAX_IMAGE_BYTES = 256 * 1024 * 1024  # the largest app database a saved world may load
 MAX_ERROR_CHARS = 20_000  # characters of an engine error message sent back to the agent
 AGENT_SEND_TIMEOUT = 5.0  # an agent that does not read its replies loses its channel
 SPARE_WORLDS = 4  # forked world servers kept waiting (about 17 MB of private memory each)
@@ -453,6 +466,79 @@ class World:
         answer = json.loads(text) if text else None
         return {"completed": True, "answer": answer, "status": tasks[0].status}
 
+    def save(self) -> dict:
+        """The world as it is now, for a fork: every app database (a SQLite image, compressed, base64), the
+        state of Python's ``random`` (``login`` draws a token's lifetime from it) and each app's logged-out
+        tokens. Taken here, by the world server: nothing of it comes from the agent's process."""
+        if not self.built:
+            raise RuntimeError("the world is not built yet")
+        dbs = {app: self.engine.models[app].SQLModel.db.connection.serialize() for app in WORLD_APPS}
+        images = {app: base64.b64encode(zlib.compress(db, 1)).decode("ascii") for app, db in dbs.items()}
+        version, internal, gauss = random.getstate()
+        tokens = {app: sorted(_logged_out(app)) for app in WORLD_APPS if _logged_out(app)}
+        return {"images": images, "random": [version, list(internal), gauss], "tokens": tokens}
+
+    def digest(self) -> str:
+        """SHA-256 of what :meth:`save` carries, by content: every table's rows read straight from SQLite
+        (not through the models as :meth:`fingerprint`, which takes several times longer), the ``random``
+        state and the logged-out tokens. A world and a copy loaded from its save give the same digest (a
+        replay's check)."""
+        if not self.built:
+            raise RuntimeError("the world is not built yet")
+        digest = hashlib.sha256()
+        for app in WORLD_APPS:
+            connection = self.engine.models[app].SQLModel.db.connection
+            tables = connection.execute(
+                "select name from sqlite_master where type = 'table' order by name"
+            ).fetchall()
+            for (table,) in tables:
+                digest.update(f"\0{app}.{table}\0".encode())
+                for row in sorted(repr(row) for row in connection.execute(f'select * from "{table}"')):
+                    digest.update(row.encode())
+        tokens = {app: sorted(_logged_out(app)) for app in WORLD_APPS}
+        digest.update(json.dumps([random.getstate(), tokens]).encode())
+        return digest.hexdigest()
+
+    def load(self, images: Any, random_state: Any, tokens: Any) -> None:
+        """Put a :meth:`save` of another world server of the same task in place of this world's state (the
+        snapshot the diff is taken against stays this world's own, built from the seed). Everything is
+        checked before anything changes."""
+        if not self.built:
+            raise RuntimeError("build the task's world before loading a saved state into it")
+        if not isinstance(images, dict) or set(images) != set(WORLD_APPS):
+            raise ValueError(f"a saved world holds one image for each of {sorted(WORLD_APPS)}")
+        raw = {}
+        for app in WORLD_APPS:
+            if not isinstance(images[app], str):
+                raise ValueError(f"the image of {app} is not base64 text")
+            inflate = zlib.decompressobj()
+            raw[app] = inflate.decompress(base64.b64decode(images[app], validate=True), MAX_IMAGE_BYTES)
+            if inflate.unconsumed_tail or not inflate.eof:
+                raise ValueError(f"the image of {app} is truncated or larger than {MAX_IMAGE_BYTES} bytes")
+        state = _random_state(random_state)
+        if not isinstance(tokens, dict) or not all(
+            app in WORLD_APPS and isinstance(found, list) and all(isinstance(t, str) for t in found)
+            for app, found in tokens.items()
+        ):
+            raise ValueError("the logged-out tokens must map apps to lists of token text")
+        import sqlite3
+
+        for app, image in raw.items():  # each a SQLite database, before any replaces the world's
+            check = sqlite3.connect(":memory:")
+            try:
+                check.deserialize(image)
+                check.execute("select count(*) from sqlite_master").fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise ValueError(f"the image of {app} is not a SQLite database ({exc})") from None
+            finally:
+                check.close()
+        for app, image in raw.items():
+            self.engine._load_image(app, image)
+        random.setstate(state)
+        for app in WORLD_APPS:
+            _logged_out(app).clear()
+            _logged_out(app).update(tokens.get(app, []))
+
     def _dump(self) -> dict[str, dict[str, dict[int, dict]]]:
         return dump_world(self.engine.models)
 
@@ -480,6 +566,26 @@ class World:
                         "updated": updated,
                     }
         return changes
+
+
+def _logged_out(app: str) -> set[str]:
+    """The access tokens ``logout`` has revoked in ``app`` (held in memory by the app's login manager)."""
+    from appworld.common.utils import import_apis_module
+
+    manager = getattr(import_apis_module(app), "logging_manager", None)
+    found = getattr(manager, "blacklisted_tokens", None)
+    return found if isinstance(found, set) else set()
+
+
+def _random_state(value: Any) -> tuple:
+    """A ``random.getstate()`` from its JSON form ``[version, [625 ints], gauss]``, checked."""
+    try:
+        version, internal, gauss = value
+        state = (int(version), tuple(int(x) for x in internal), None if gauss is None else float(gauss))
+        random.Random().setstate(state)
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError("the saved random state is malformed") from None
+    return state
 
 
 # -------------------------------------------------------------------------------------------- channels
@@ -551,18 +657,23 @@ class WorldServer:
         self.selector.register(self.client, selectors.EVENT_READ, reader)
         while True:
             for key, _ in self.selector.select():
+                if key.fileobj is not self.client and key.fileobj is not self.agent:
+                    continue  # the channel of an agent replaced (``attach``) earlier in this batch: closed
                 lines = key.data.read()
                 if key.fileobj is self.client:
                     if lines is None:
                         return  # the client is gone: so is this world
                     for line in lines:
                         self._reply_client(self._client_request(line, reader))
-                elif lines is None:
+                    continue
+                agent = key.fileobj
+                if lines is None:
                     self._drop_agent()
-                else:
-                    for line in lines:
-                        if self.agent is not None:
-                            self._agent_request(line)
+                    continue
+                for line in lines:
+                    if self.agent is not agent:
+                        break  # dropped while replying (it stopped reading)
+                    self._agent_request(agent, line)
 
     def _reply_client(self, reply: dict) -> None:
         self.client.setblocking(True)
@@ -580,7 +691,12 @@ class WorldServer:
             world = self.world
             if op == "build":
                 summary = world.build(request["seed"], request["instruction"], bool(request.get("fresh")))
-                return {"ok": True, "summary": summary, "api_names": world.engine.api_names}
+                return {
+                    "ok": True,
+                    "summary": summary,
+                    "api_names": world.engine.api_names,
+                    "clock": list(WORLD_DATETIME),
+                }
             if op == "attach":
                 if not reader.fds:
                     raise ValueError("attach needs a file descriptor")
@@ -597,6 +713,13 @@ class WorldServer:
                 return {"ok": True, "changes": world.diff()}
             if op == "fingerprint":
                 return {"ok": True, "sha256": world.fingerprint()}
+            if op == "digest":
+                return {"ok": True, "sha256": world.digest()}
+            if op == "save":
+                return {"ok": True, **world.save()}
+            if op == "load":
+                world.load(request.get("images"), request.get("random"), request.get("tokens"))
+                return {"ok": True}
             if op == "call":
                 return {
                     "ok": True,
@@ -625,8 +748,9 @@ class WorldServer:
             self.agent.close()
         self.agent = self.agent_reader = None
 
-    def _agent_request(self, line: bytes | None) -> None:
-        """One API request; a line without an ``id`` (junk, an over-long line) gets no reply: nobody waits."""
+    def _agent_request(self, sock: socket.socket, line: bytes | None) -> None:
+        """One API request of the agent channel ``sock``, answered on it; a line without an ``id`` (junk, an
+        over-long line) gets no reply: nobody waits."""
         try:
             request = json.loads(line) if line is not None else None
         except (ValueError, RecursionError, MemoryError):
@@ -645,8 +769,7 @@ class WorldServer:
             }
         except Exception as exc:  # noqa: BLE001 - the engine's error goes back to the agent's code
             reply = {"id": request_id, "ok": False, "error": _error_record(exc)}
-        sock = self.agent
-        if sock is None:
+        if self.agent is not sock:
             return
         sock.settimeout(AGENT_SEND_TIMEOUT)
         try:

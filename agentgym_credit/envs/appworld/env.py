@@ -42,12 +42,33 @@ naming the fix); ``unsafe_no_sandbox=True`` (trusted code only) runs the REPL as
 mid-episode, the step reports a clean error and ends the episode; the next ``reset`` starts over (a
 new template if the old one died or stopped answering).
 
+Forking (``snapshot()`` / ``restore()``, :mod:`agentgym_credit.envs.fork`) is native: a snapshot holds the
+world server's own save of its state (every app database as a SQLite image, compressed; Python's ``random``
+state, which ``login`` draws token lifetimes from; the logged-out tokens) and the REPL's variables and
+``random`` state, pickled *inside* the sandboxed REPL and checked there to load again, carried as opaque
+bytes: the client and the world server never unpickle them. Restoring opens a fresh world server that
+builds the task's world from its seed (so the diff the grader reads is still taken against the task's own
+start) and loads the saved state over it, and a fresh sandboxed REPL that loads the bytes with an unpickler
+that admits only library classes (none of the agent's) before it is attached to the world; what it wrote
+to its API channel before that is dropped. Variables that do not pickle (a function or class the agent
+defined, a generator) make the snapshot a replay one: restoring replays the code steps from the reset in a
+fresh world and REPL and checks the world's digest. A replay repeats the outputs because the REPL
+is deterministic per episode, as AppWorld's own: its ``random`` seeded with the world's seed, its clock
+frozen at the world's date (``freezegun``), one string hash seed for every REPL; code whose output a
+replay cannot repeat (``uuid.uuid4()``, object ids, a step that timed out part way through its API calls)
+is refused with a ``ValueError`` and the member left as it was. A snapshot after the episode ended holds
+only the task.
+
 Contents: :class:`AppWorldEnv`, :data:`DEFAULT_OUTPUT_CHARS`, :data:`MAX_CODE_CHARS`, :func:`format_prompt`,
 :func:`app_guide`; :class:`SandboxUnavailable` (from ``sandbox``).
 """
 
 from __future__ import annotations
 
+import base64
+import dataclasses
+import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -149,6 +170,8 @@ class AppWorldEnv(GroupMemberEnv):
     Reset options: ``task_id`` or ``task_index`` pick the task; otherwise the seeded ``np_random`` does.
     """
 
+    fork_method = "native"
+
     def __init__(
         self,
         split: str | None = "train",
@@ -174,6 +197,8 @@ class AppWorldEnv(GroupMemberEnv):
         if not self.tasks:
             raise ValueError(f"no AppWorld task in split {split!r} of {tasks_path or 'the shipped task set'}")
         self._position = {t.task_id: i for i, t in enumerate(self.tasks)}
+        records = json.dumps([dataclasses.asdict(t) for t in self.tasks], sort_keys=True, default=str)
+        self._tasks_digest = hashlib.sha256(records.encode()).hexdigest()
         self.output_chars = int(output_chars)
         self.step_seconds = float(step_seconds)
         self.grace_seconds = float(grace_seconds)
@@ -187,6 +212,8 @@ class AppWorldEnv(GroupMemberEnv):
         self._agent: AgentProcess | None = None
         self._spare: AgentProcess | None = None  # the next episode's REPL, started when an episode ends
         self._api_names: dict[str, list[str]] = {}
+        self._clock: list[int] = []
+        self._variables_lost = False  # the REPL was replaced outside a step: the next observation says so
         self._task: AppWorldTask | None = None
         self.world_summary: dict[str, Any] = {}
 
@@ -215,8 +242,13 @@ class AppWorldEnv(GroupMemberEnv):
             cpu_seconds=int(self.max_steps * (self.step_seconds + self.grace_seconds)) + 60,
         )
 
-    def _open_episode(self, task: AppWorldTask) -> dict[str, Any]:
-        """A new world server with ``task``'s world and a new REPL attached to it."""
+    def _open_episode(self, task: AppWorldTask, saved: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A new world server with ``task``'s world and a new REPL attached to it; with ``saved`` (a native
+        snapshot's state), the world's databases and the REPL's variables are those of the snapshot.
+
+        Raises:
+            ValueError: the snapshot's REPL state does not load (the new processes are closed).
+        """
         engine = shared_engine(self.venv, self.memory_mb)
         agent, self._spare = self._spare, None
         if agent is None or not agent.alive():
@@ -227,16 +259,29 @@ class AppWorldEnv(GroupMemberEnv):
         try:
             world = WorldConnection(engine)
             reply = world.build(task.world_seed, task.instruction)
-            world.attach(agent.world_end)
-            agent.release_world_end()
-            agent.start(reply["api_names"])
+            agent.start(reply["api_names"], task.world_seed, reply["clock"])
+            if saved is not None:
+                world.request("load", **saved["world"])
+                refused = agent.restore(saved["repl"], self.step_seconds, self.grace_seconds)
+                if refused is not None:
+                    raise ValueError(f"the snapshot's REPL state does not load in a fresh REPL ({refused}); "
+                                     "take a new snapshot() of the member to fork")
+            self._attach(world, agent)
         except BaseException:
             agent.close()
             if world is not None:
                 world.close()
             raise
         self._world, self._agent, self._api_names = world, agent, reply["api_names"]
+        self._clock = list(reply["clock"])
         return reply
+
+    @staticmethod
+    def _attach(world: WorldConnection, agent: AgentProcess) -> None:
+        """Give the world server the REPL's API channel; nothing the REPL wrote before reaches the world."""
+        agent.discard_world_input()
+        world.attach(agent.world_end)
+        agent.release_world_end()
 
     def _end_episode(self) -> None:
         """The episode is over: its REPL goes, and the next episode's starts (set up only at the reset)."""
@@ -265,9 +310,8 @@ class AppWorldEnv(GroupMemberEnv):
             self._agent = None
         agent = self._new_agent()
         try:
-            self._world.attach(agent.world_end)
-            agent.release_world_end()
-            agent.start(self._api_names)
+            agent.start(self._api_names, self.task.world_seed, self._clock)
+            self._attach(self._world, agent)
         except BaseException:
             agent.close()
             raise
@@ -303,6 +347,7 @@ class AppWorldEnv(GroupMemberEnv):
     def _reset_task(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         self._task = self._pick(options)
         self._close_episode()
+        self._variables_lost = False
         try:
             reply = self._open_episode(self.task)
         except (EngineLost, EngineError, AgentLost):  # a dead or hung engine, a failed build: start over once
@@ -346,6 +391,10 @@ class AppWorldEnv(GroupMemberEnv):
             state = world.request("state", answer_cap=MAX_ANSWER_CHARS)
         except (EngineLost, EngineError) as exc:
             return self._engine_failure(exc, info)
+        if self._variables_lost:  # the REPL was replaced since the last step (a snapshot it did not answer)
+            self._variables_lost = False
+            reply = {**reply, "output": f"{RESTART_NOTE}\n{reply['output']}"}
+            info["repl_restarted"] = True
         observation = self._truncate(str(reply["output"]))
         info["execution_error"] = bool(reply["error"])
         completed = bool(state.get("completed"))
@@ -373,6 +422,92 @@ class AppWorldEnv(GroupMemberEnv):
         # the episode ends with complete_task; on the last allowed step the base class truncates it
         return StepOutcome(observation, reward, evaluation.success, completed, True, observation, info)
 
+    # ---------------------------------------------------------------------------------------- fork
+    def _fork_settings(self) -> dict[str, Any]:
+        return {
+            **super()._fork_settings(),
+            "tasks": self._tasks_digest,  # the same task ids mean the same worlds, instructions and checks
+            "output_chars": self.output_chars,
+            "step_seconds": self.step_seconds,
+            "grace_seconds": self.grace_seconds,
+            "memory_mb": self.memory_mb,
+            "unsafe_no_sandbox": self.unsafe_no_sandbox,  # a REPL state never leaves the sandbox it came from
+        }
+
+    def _snapshot_state(self) -> dict[str, Any]:
+        """The episode's engine state, taken by trusted code only (see the module docstring, *Forking*).
+
+        ``{"kind": "native", "task_id", "world", "repl"}``: ``world`` is the world server's own save of its
+        databases, ``random`` state and logged-out tokens; ``repl`` the REPL's variables pickled inside the
+        sandbox, opaque bytes here. ``{"kind": "replay", "task_id", "digest", "reason"}`` at the reset (a
+        reset costs less than opening a copy) and when the variables do not pickle (a function the agent
+        defined): restoring replays the code steps and checks the world's digest (its databases' rows,
+        ``random`` state and logged-out tokens). ``{"kind": "ended", "task_id"}`` once the episode is over.
+        """
+        task_id = self.task.task_id
+        if self._finished or self._world is None or self._agent is None:
+            return {"kind": "ended", "task_id": task_id}
+        if self.elapsed_steps == 0:  # a reset is cheaper to repeat than a copy to load, and exact
+            digest = self._world.request("digest")["sha256"]
+            return {"kind": "replay", "task_id": task_id, "digest": digest, "reason": "at the reset"}
+        try:
+            repl, reason = self._agent.snapshot(self.step_seconds, self.grace_seconds)
+        except AgentLost as exc:  # only a REPL whose worker the agent's code broke: replaced, and said so
+            repl, reason = None, f"the REPL did not answer ({exc})"
+            self._restart_agent()
+            self._variables_lost = True
+        if repl is None:
+            digest = self._world.request("digest")["sha256"]
+            return {"kind": "replay", "task_id": task_id, "digest": digest, "reason": reason}
+        saved = self._world.request("save")
+        world = {
+            "images": {app: base64.b64decode(image) for app, image in saved["images"].items()},
+            "random": saved["random"],
+            "tokens": saved["tokens"],
+        }
+        return {"kind": "native", "task_id": task_id, "world": world, "repl": repl}
+
+    def _replays(self, state: Any) -> bool:
+        return isinstance(state, dict) and state.get("kind") == "replay"
+
+    def _restore_state(self, state: Any) -> None:
+        task = self._check_state(state)
+        kind = state["kind"]
+        if kind == "replay":  # after the replay of the code steps: the world must be the snapshot's
+            found = self._world.request("digest")["sha256"] if self._world is not None else None
+            if found != state["digest"]:
+                raise ValueError(
+                    "replaying the snapshot's code steps did not rebuild its world (code whose effect "
+                    "depends on when it ran, such as a step that timed out, cannot be replayed); fork "
+                    "natively: keep the REPL's variables picklable (no function or class defined in the code)"
+                )
+            return
+        if kind == "ended":
+            self._close_episode()
+            self._task = task
+            return
+        world, agent = self._world, self._agent  # the episode it replaces, closed once the new one is ready
+        images = {app: base64.b64encode(raw).decode("ascii") for app, raw in state["world"]["images"].items()}
+        saved = {"world": {**state["world"], "images": images}, "repl": state["repl"]}
+        try:
+            reply = self._open_episode(task, saved)  # the member's episode is untouched unless it succeeds
+        except EngineError as exc:
+            raise ValueError(f"the snapshot's world does not load ({exc}); take a new snapshot() of the "
+                             "member to fork") from None
+        for process in (agent, world):
+            if process is not None:
+                process.close()
+        self._task, self.world_summary = task, reply["summary"]
+        self._variables_lost = False
+
+    def _check_state(self, state: Any) -> AppWorldTask:
+        """The task of a snapshot's engine state; ValueError, before anything changes, if it is malformed."""
+        problem = _state_problem(state, self._position)
+        if problem:
+            raise ValueError(f"the snapshot is corrupt (AppWorld engine state: {problem}); take a new "
+                             "snapshot() of the member to fork")
+        return self.tasks[self._position[state["task_id"]]]
+
     def close(self) -> None:
         """End this member's world server and REPLs (the shared template keeps serving the others)."""
         self._close_episode()
@@ -380,6 +515,31 @@ class AppWorldEnv(GroupMemberEnv):
             self._spare.close()
             self._spare = None
         super().close()
+
+
+def _state_problem(state: Any, tasks: dict[str, int]) -> str:
+    """What is wrong with an AppWorld snapshot's engine state (empty: nothing)."""
+    kinds = {"ended": {"kind", "task_id"}, "replay": {"kind", "task_id", "digest", "reason"},
+             "native": {"kind", "task_id", "world", "repl"}}
+    if not isinstance(state, dict) or state.get("kind") not in kinds or set(state) != kinds[state["kind"]]:
+        return f"a dict with the keys of one of {sorted(kinds)}"
+    if state["task_id"] not in tasks:
+        return f"task {str(state['task_id'])[:80]!r} is not in this member's task set"
+    if state["kind"] == "replay" and not isinstance(state["digest"], str):
+        return "the world's digest is not text"
+    if state["kind"] != "native":
+        return ""
+    world = state["world"]
+    if not isinstance(state["repl"], bytes):
+        return "the REPL state is not bytes"
+    if not isinstance(world, dict) or set(world) != {"images", "random", "tokens"}:
+        return "the world is not a dict of images, random state and tokens"
+    images = world["images"]
+    if not isinstance(images, dict) or not all(
+        isinstance(app, str) and isinstance(image, bytes) for app, image in images.items()
+    ):
+        return "the world's images are not bytes per app"
+    return ""
 
 
 def _lost_output(exc: AgentLost, seconds: float) -> str:

@@ -24,6 +24,13 @@ socket creation, ``connect``/``bind``, ``sendmsg`` (no descriptor passing), ``pt
 ``RLIMIT_NPROC`` 0. Its only ways out are its two inherited sockets: control (this process) and API
 (its world server).
 
+Every worker runs with one string hash seed (``PYTHONHASHSEED``; Python's ``-I`` would ignore it, so the
+flags are ``-P -s`` and the environment is set whole) and, once told its episode, a seeded ``random`` and a
+frozen clock: a replay of an episode's code steps prints what the episode printed. For a fork,
+:meth:`AgentProcess.snapshot` has the REPL pickle its variables inside the sandbox and returns them as
+opaque bytes, which only another sandboxed REPL loads (:meth:`AgentProcess.restore`, before it is attached
+to a world).
+
 Time limits are enforced from outside: a step that has not answered ``step_seconds`` + ``grace``
 seconds after it was sent (an agent catching the in-process alarm, a C call the alarm cannot
 interrupt) gets its process killed; :class:`AgentLost` tells the env, which starts a fresh REPL on the
@@ -43,11 +50,13 @@ Contents: :class:`AgentProcess`, :class:`AgentLost`, :class:`SandboxUnavailable`
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import socket
@@ -57,6 +66,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from agentgym_credit.envs.appworld.engine_server import WORLD_DATETIME
 
 __all__ = [
     "AgentLost",
@@ -71,10 +82,13 @@ __all__ = [
 
 WORKER_SCRIPT = Path(__file__).with_name("agent_worker.py")
 SANDBOX_ROOT = "/opt/agc"  # where the worker and its packages appear inside the sandbox
-SITE_PACKAGES = ("pendulum", "dateutil", "tzdata", "pyseccomp.py")  # what the worker imports from the venv
+SITE_PACKAGES = ("pendulum", "dateutil", "tzdata", "freezegun", "pyseccomp.py")  # what the worker imports
+HASH_SEED = "0"  # every REPL hashes str alike: a set prints in the same order in a fork and in a replay
 DEFAULT_GRACE_SECONDS = 2.0
 START_TIMEOUT_S = 60.0
+KILL_TIMEOUT_S = 10.0  # how long a killed worker may take to be gone (normally milliseconds)
 MAX_REPLY_BYTES = 1024 * 1024  # the longest reply read from the agent's process
+MAX_STATE_REPLY_BYTES = 12 * 1024 * 1024  # the longest snapshot reply (the REPL state, base64)
 FIX = (
     "install bubblewrap (`apt-get install bubblewrap`, or `make install`) on a kernel that allows "
     "unprivileged user namespaces, and run `agc appworld setup` (it installs pyseccomp into the AppWorld "
@@ -171,6 +185,9 @@ def bwrap_command(bwrap: str, layout: SandboxLayout, worker_args: list[str], pro
         "PYTHONDONTWRITEBYTECODE",
         "1",
         "--setenv",
+        "PYTHONHASHSEED",
+        HASH_SEED,
+        "--setenv",
         "HOME",
         "/nonexistent",
     ]
@@ -192,9 +209,7 @@ def bwrap_command(bwrap: str, layout: SandboxLayout, worker_args: list[str], pro
         "--chdir",
         "/",
         layout.python,
-        "-I",
-        "-S",
-        "-B",
+        *PYTHON_FLAGS,
         f"{SANDBOX_ROOT}/agent_worker.py",
         "--site",
         f"{SANDBOX_ROOT}/site",
@@ -203,13 +218,17 @@ def bwrap_command(bwrap: str, layout: SandboxLayout, worker_args: list[str], pro
     return command
 
 
+# ``-I`` without ``-E``: ``-E`` would ignore PYTHONHASHSEED; the worker's environment is set whole instead
+# (bubblewrap's ``--clearenv``, :data:`PLAIN_ENVIRONMENT` without it)
+PYTHON_FLAGS = ("-P", "-s", "-S", "-B")
+PLAIN_ENVIRONMENT = {"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": HASH_SEED}
+
+
 def _plain_command(layout: SandboxLayout, worker_args: list[str]) -> list[str]:
     """The worker without the sandbox (``unsafe_no_sandbox``): a plain child, its packages from the venv."""
     return [
         layout.python,
-        "-I",
-        "-S",
-        "-B",
+        *PYTHON_FLAGS,
         str(WORKER_SCRIPT),
         "--site",
         layout.site_packages,
@@ -317,6 +336,19 @@ def _spawn(*args: Any, **kwargs: Any) -> subprocess.Popen:
     return result
 
 
+def _pidfd_of_child(pid: int) -> int | None:
+    """A pidfd of the one child of process ``pid`` (bubblewrap's namespace init), None if there is none."""
+    try:
+        children = [
+            int(child)
+            for task in os.listdir(f"/proc/{pid}/task")
+            for child in Path(f"/proc/{pid}/task/{task}/children").read_text().split()
+        ]
+        return os.pidfd_open(children[0]) if len(children) == 1 else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 class AgentProcess:
     """One agent REPL process: spawned at once, set up by :meth:`start`, stepped by :meth:`execute`.
 
@@ -364,6 +396,7 @@ class AgentProcess:
                 stderr=subprocess.PIPE,
                 close_fds=True,
                 start_new_session=True,
+                env=None if sandboxed else {**PLAIN_ENVIRONMENT, "LD_LIBRARY_PATH": layout.library_path},
             )
         except OSError as exc:
             for sock in (self._control, self.world_end):
@@ -374,6 +407,7 @@ class AgentProcess:
             api_child.close()
         self._buffer = bytearray()
         self._seq = 0
+        self._namespace_init: int | None = None
 
     @property
     def pid(self) -> int:
@@ -387,19 +421,30 @@ class AgentProcess:
         with contextlib.suppress(OSError):
             self.world_end.close()
 
-    def start(self, api_names: dict[str, list[str]], timeout: float = START_TIMEOUT_S) -> None:
-        """Send the set-up (the API names, the limits) and wait until the REPL is ready behind its wall."""
+    def start(
+        self,
+        api_names: dict[str, list[str]],
+        seed: int = 0,
+        clock: list[int] | tuple[int, ...] = WORLD_DATETIME,
+        timeout: float = START_TIMEOUT_S,
+    ) -> None:
+        """Send the set-up (the API names, the limits, the ``random`` seed and the frozen clock of the
+        episode: the world's, as its server reports it) and wait until the REPL is ready behind its wall."""
         self._send(
             {
                 "op": "init",
                 "api_names": api_names,
                 "memory_mb": self.memory_mb,
                 "cpu_seconds": self.cpu_seconds,
+                "seed": int(seed),
+                "clock": [int(part) for part in clock],
             }
         )
         reply = self._receive(time.monotonic() + timeout)
         if not (isinstance(reply, dict) and reply.get("ready") is True):
             raise self._lost(f"the agent's REPL did not start ({self._stderr()})", "start")
+        if self.sandboxed:  # the PID namespace's init, now set up: kill() waits for it
+            self._namespace_init = _pidfd_of_child(self.process.pid)
 
     def execute(
         self, code: str, seconds: float, refusal: str | None, grace: float = DEFAULT_GRACE_SECONDS
@@ -410,21 +455,63 @@ class AgentProcess:
             AgentLost: no valid reply within ``seconds + grace`` seconds (the process is then killed), the
                 process ended, or its reply is malformed.
         """
+        reply = self._call({"op": "execute", "code": code, "refusal": refusal}, seconds, grace)
+        output, error = reply.get("output"), reply.get("error")
+        if not isinstance(output, str) or not isinstance(error, bool):
+            raise self._lost("the Python REPL sent a reply that is not one", "invalid reply")
+        return {"output": output, "error": error}
+
+    def snapshot(self, seconds: float, grace: float = DEFAULT_GRACE_SECONDS) -> tuple[bytes | None, str]:
+        """The REPL's variables and ``random`` state, pickled inside the sandbox: opaque bytes that only a
+        sandboxed REPL ever loads (:meth:`restore`); ``(None, why)`` when they do not pickle.
+
+        Raises:
+            AgentLost: as :meth:`execute` (the process is then killed).
+        """
+        reply = self._call({"op": "snapshot"}, seconds, grace, cap=MAX_STATE_REPLY_BYTES)
+        state, reason = reply.get("state"), reply.get("reason")
+        if state is None and isinstance(reason, str):
+            return None, reason[:300]
+        if not isinstance(state, str):
+            raise self._lost("the Python REPL sent a reply that is not one", "invalid reply")
+        try:
+            return base64.b64decode(state.encode("ascii"), validate=True), ""
+        except (ValueError, UnicodeEncodeError):
+            raise self._lost("the Python REPL sent a reply that is not one", "invalid reply") from None
+
+    def restore(self, state: bytes, seconds: float, grace: float = DEFAULT_GRACE_SECONDS) -> str | None:
+        """Load a :meth:`snapshot` of another REPL into this fresh one, inside its sandbox (before it is
+        attached to a world); None when done, else why it could not.
+
+        Raises:
+            AgentLost: as :meth:`execute` (the process is then killed).
+        """
+        text = base64.b64encode(state).decode("ascii")
+        reply = self._call({"op": "restore", "state": text}, seconds, grace)
+        restored, reason = reply.get("restored"), reply.get("reason")
+        if not isinstance(restored, bool) or not isinstance(reason, str):
+            raise self._lost("the Python REPL sent a reply that is not one", "invalid reply")
+        return None if restored else reason[:300] or "the REPL refused the state"
+
+    def discard_world_input(self) -> None:
+        """Drop whatever the REPL wrote to its API channel before it is attached to a world: a restored REPL
+        is attached only after this, so its world sees only requests of the steps that follow."""
+        with contextlib.suppress(OSError):
+            while self.world_end.recv(1 << 16, socket.MSG_DONTWAIT):
+                pass
+
+    def _call(self, message: dict, seconds: float, grace: float, cap: int = MAX_REPLY_BYTES) -> dict:
+        """Send one control request and wait for its reply (matched by sequence number)."""
         self._seq += 1
-        self._send(
-            {"op": "execute", "seq": self._seq, "code": code, "seconds": float(seconds), "refusal": refusal}
-        )
+        self._send({**message, "seq": self._seq, "seconds": float(seconds)})
         deadline = time.monotonic() + float(seconds) + float(grace)
         while True:
-            reply = self._receive(deadline)
+            reply = self._receive(deadline, cap)
             if not isinstance(reply, dict):
                 raise self._lost("the Python REPL sent a reply that is not one", "invalid reply")
-            if reply.get("seq") != self._seq:
-                continue  # a stale or forged reply of another step
-            output, error = reply.get("output"), reply.get("error")
-            if not isinstance(output, str) or not isinstance(error, bool):
-                raise self._lost("the Python REPL sent a reply that is not one", "invalid reply")
-            return {"output": output, "error": error}
+            if reply.get("seq") == self._seq:
+                return reply
+            # a stale or forged reply of another request: skipped
 
     def _send(self, message: dict) -> None:
         try:
@@ -433,7 +520,7 @@ class AgentProcess:
         except OSError as exc:
             raise self._lost(f"The Python REPL process ended ({exc})", "ended") from exc
 
-    def _receive(self, deadline: float) -> Any:
+    def _receive(self, deadline: float, cap: int = MAX_REPLY_BYTES) -> Any:
         while True:
             end = self._buffer.find(b"\n")
             if end >= 0:
@@ -443,7 +530,7 @@ class AgentProcess:
                     return json.loads(line)
                 except ValueError:
                     return None
-            if len(self._buffer) > MAX_REPLY_BYTES:
+            if len(self._buffer) > cap:
                 raise self._lost("the Python REPL sent a reply that is too long", "invalid reply")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -493,6 +580,35 @@ class AgentProcess:
                 os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        self._wait_worker_gone()
+
+    def _wait_worker_gone(self, timeout: float = KILL_TIMEOUT_S) -> None:
+        """Wait until the worker inside the sandbox is gone too, not only the outer ``bwrap``.
+
+        Reaping the outer ``bwrap`` does not mean the worker has exited: it dies when the namespace's
+        init does (``--die-with-parent``), a moment later, and until then it may still send API requests.
+        A fresh REPL is attached to the world only after this returns, so the world server never sees the
+        old one's requests (or its end of stream) after the new one's. A set-up REPL's namespace init is
+        watched through a pidfd: the kernel reports its exit only once every process of its namespace is
+        gone. Otherwise (killed while starting, or no sandbox) the control channel's end of stream does:
+        only the worker and, while setting up, the ``bwrap`` processes (killed above) hold its other end.
+        """
+        deadline = time.monotonic() + timeout
+        if self._namespace_init is not None:
+            with contextlib.suppress(OSError, ValueError):
+                select.select([self._namespace_init], [], [], timeout)
+            os.close(self._namespace_init)
+            self._namespace_init = None
+        try:
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._control.settimeout(remaining)
+                if not self._control.recv(1 << 16):  # what it still sent is dropped: the step is over
+                    return
+        except OSError:  # closed here already, or the timeout: nothing more to wait for
+            return
 
     def close(self) -> None:
         """Kill the process and close both channels."""

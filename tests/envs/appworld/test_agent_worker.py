@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import importlib
 import json
 import os
+import pickle
+import random
 import threading
+import zlib
 
 import pytest
 
@@ -128,3 +133,118 @@ def test_the_worker_and_the_world_server_agree_on_the_wire() -> None:
     assert str(set_type) == "{1, 2}"
     with pytest.raises(TypeError, match="Object of type set is not JSON serializable"):
         json.dumps(set_type)  # what an HTTP JSON body of a set does
+
+
+# ------------------------------------------------------------------------------------ the REPL's state
+def _namespace(apis: ApiCollection) -> dict:
+    import collections
+    import datetime
+    import decimal
+    import json as json_module
+    import re
+
+    return {
+        "__builtins__": {"print": print},
+        "__name__": "__agent__",
+        "apis": apis,
+        "venmo": apis.venmo,
+        "login": apis.venmo.login,
+        "json": json_module,
+        "abc": importlib.import_module("collections.abc"),
+        "Counter": collections.Counter,
+        "deepcopy": copy.deepcopy,
+        "counts": collections.Counter("hello"),
+        "groups": collections.defaultdict(list, {"a": [1]}),
+        "when": datetime.datetime(2023, 5, 18, 12, tzinfo=datetime.UTC),
+        "amount": decimal.Decimal("22.50"),
+        "pattern": re.compile(r"\d+"),
+        "people": [{"email": "a@b.c", "seen": {"x", "y"}}],
+        "error": KeyError("missing"),
+    }
+
+
+def test_a_repl_state_round_trips_library_values_modules_and_the_apis_proxy() -> None:
+    apis = build_apis({"venmo": ["login"], "supervisor": ["complete_task"]}, object())
+    random.seed(7)
+    random.random()
+    data = agent_worker.dump_state(_namespace(apis))
+    expected_next = random.random()
+    fresh = build_apis({"venmo": ["login"], "supervisor": ["complete_task"]}, object())
+    names, random_state = agent_worker.load_state(data, fresh)
+    assert "__builtins__" not in names and "__name__" not in names
+    assert names["apis"] is fresh and names["venmo"] is fresh.venmo and names["login"] is fresh.venmo.login
+    assert names["json"] is json and names["abc"] is importlib.import_module("collections.abc")
+    original = _namespace(apis)
+    for key in ("counts", "groups", "when", "amount", "pattern", "people"):
+        assert names[key] == original[key], key
+    assert type(names["groups"]) is type(original["groups"]) and names["groups"]["new"] == []
+    assert type(names["error"]) is KeyError and names["error"].args == ("missing",)
+    random.setstate(random_state)
+    assert random.random() == expected_next  # the REPL's random state travels with its variables
+
+
+class _AgentClass:  # what a class defined in the agent's code looks like
+    reduced = False
+
+    def __reduce__(self):
+        _AgentClass.reduced = True
+        return (os.system, ("id",))
+
+
+_AgentClass.__module__ = "__agent__"
+
+
+def _agent_function():
+    return 1
+
+
+_agent_function.__module__ = "__agent__"
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (_AgentClass(), "defined by the agent's code"),
+        (_agent_function, "defined by the agent's code"),
+        (_AgentClass, "defined by the agent's code"),
+        ((x for x in range(3)), "cannot pickle 'generator' object"),
+        (print, "builtins.print may not be loaded"),  # pickles, but would not load in a fresh REPL
+        (os, "the module 'os' is not one the agent may import"),
+    ],
+)
+def test_a_repl_state_refuses_agent_code_and_what_would_not_load(value, reason) -> None:
+    apis = build_apis({"venmo": ["login"]}, object())
+    with pytest.raises(Exception, match=reason):
+        agent_worker.dump_state({"apis": apis, "value": value})
+    assert not _AgentClass.reduced  # the agent's own reduction never ran
+
+
+class _Gadget:  # a forged state: os.system called by the unpickler
+    def __reduce__(self):
+        return (os.system, ("id",))
+
+
+def _state_bytes(payload: bytes) -> bytes:
+    return zlib.compress(payload)
+
+
+@pytest.mark.parametrize(
+    ("payload", "reason"),
+    [
+        (pickle.dumps(({"x": _Gadget()}, random.getstate())), "posix.system may not be loaded"),
+        (b"\x80\x05cbuiltins\neval\n(V1\ntR.", "builtins.eval may not be loaded"),
+        (b"\x80\x05crandom\n_os\n.", "random._os may not be loaded"),
+        (b"\x80\x05cbuiltins\ngetattr\n(crandom\nRandom\nV__init__\ntR.", "getattr is only for"),
+        (b"\x80\x05(V__builtins__\nK\x01d(K\x01t\x86.", "not a namespace"),
+    ],
+)
+def test_a_forged_repl_state_is_refused_before_anything_runs(payload, reason) -> None:
+    apis = build_apis({"venmo": ["login"]}, object())
+    with pytest.raises(Exception, match=reason):
+        agent_worker.load_state(_state_bytes(payload), apis)
+
+
+def test_a_repl_state_that_inflates_beyond_its_limit_is_refused() -> None:
+    bomb = zlib.compress(b"\0" * (8 * agent_worker.REPL_STATE_BYTES + 1), 9)
+    with pytest.raises(ValueError, match="inflates beyond its limit"):
+        agent_worker.load_state(bomb, build_apis({}, object()))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
+import zlib
 
 import pytest
 
+from agentgym_credit.envs.appworld import engine_server
 from agentgym_credit.envs.appworld.engine import EngineError, WorldConnection, shared_engine
 from agentgym_credit.envs.appworld.oracle import play
 from agentgym_credit.envs.appworld.scenarios import LOGIN
@@ -76,3 +79,49 @@ def test_same_seed_same_world_and_same_transcript(make_env, appworld_venv) -> No
     runs = [play(env, task) for _ in range(2)]
     transcripts = [[obs for obs, _ in run["transcript"]] for run in runs]
     assert runs[0]["won"] and runs[1]["won"] and transcripts[0] == transcripts[1]
+
+
+def test_a_saved_world_loads_into_another_world_of_its_task(appworld_venv) -> None:
+    """``save`` / ``load`` (a fork's world): the rows, the random state ``login`` draws from and the
+    logged-out tokens; the diff stays against the task's own start; a malformed save changes nothing."""
+    engine = shared_engine(appworld_venv)
+    first, second = WorldConnection(engine), WorldConnection(engine)
+    try:
+        for world in (first, second):
+            world.build(101, "x")
+
+        def call(world: WorldConnection, app: str, api: str, **kwargs):
+            return world.request("call", app=app, api=api, kwargs=kwargs)["result"]
+
+        email = call(first, "supervisor", "show_profile")["email"]
+        password = next(p["password"] for p in call(first, "supervisor", "show_account_passwords")
+                        if p["account_name"] == "spotify")
+        revoked = call(first, "spotify", "login", username=email, password=password)["access_token"]
+        call(first, "spotify", "logout", access_token=revoked)
+        token = call(first, "spotify", "login", username=email, password=password)["access_token"]
+        call(first, "spotify", "like_song", song_id=1, access_token=token)
+        saved = first.request("save")
+        assert set(saved["images"]) == set(engine_server.WORLD_APPS)
+        assert saved["tokens"] == {"spotify": [revoked]}
+        second.request("load", images=saved["images"], random=saved["random"], tokens=saved["tokens"])
+        assert second.request("fingerprint")["sha256"] == first.request("fingerprint")["sha256"]
+        assert second.request("digest")["sha256"] == first.request("digest")["sha256"]
+        assert second.request("diff")["changes"] == first.request("diff")["changes"] != {}
+        assert call(second, "spotify", "login", username=email, password=password) == call(
+            first, "spotify", "login", username=email, password=password)  # the same token: same random state
+        assert second.request("digest")["sha256"] == first.request("digest")["sha256"]
+        assert second.request("save")["tokens"] == saved["tokens"]  # the logged-out token, revoked in both
+        fingerprint = second.request("fingerprint")["sha256"]
+        junk = base64.b64encode(zlib.compress(b"not a database" * 100)).decode()
+        for fields, message in (
+            ({**saved, "images": {"venmo": saved["images"]["venmo"]}}, "one image for each"),
+            ({**saved, "images": {**saved["images"], "venmo": junk}}, "not a SQLite database"),
+            ({**saved, "random": [3, [1, 2], None]}, "random state is malformed"),
+            ({**saved, "tokens": {"nope": ["x"]}}, "logged-out tokens"),
+        ):
+            with pytest.raises(EngineError, match=message):
+                second.request("load", **fields)
+        assert second.request("fingerprint")["sha256"] == fingerprint  # nothing changed
+    finally:
+        first.close()
+        second.close()

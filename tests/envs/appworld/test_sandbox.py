@@ -135,8 +135,9 @@ def test_a_venv_without_pyseccomp_fails_the_probe(appworld_venv, tmp_path) -> No
     fake_site.mkdir(parents=True)
     (fake / "bin").mkdir()
     (fake / "bin" / "python").symlink_to(os.path.realpath(appworld_venv / "bin" / "python"))
-    for name in ("pendulum", "dateutil", "tzdata"):
-        (fake_site / name).symlink_to(site / name)
+    for name in sandbox.SITE_PACKAGES:
+        if name != "pyseccomp.py":
+            (fake_site / name).symlink_to(site / name)
     (fake_site / "pyseccomp.py").write_text("raise ImportError('pyseccomp is not installed')\n")
     with pytest.raises(SandboxUnavailable, match="pyseccomp is not installed"):
         probe_sandbox(fake)
