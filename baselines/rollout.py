@@ -263,7 +263,7 @@ def collect_tree_rollout(env: RecordStepBatch, generator: Generator, schedule: T
     start = time.perf_counter()
     calls = iter(range(1 << 62))
 
-    def policy(prompts: list[Any], members: list[int]) -> list[Generation]:
+    def policy(prompts: list[Any], members: list[int], infos: list[dict[str, Any]]) -> list[Generation]:
         k = next(calls)
         return generator.generate(prompts, seed=None if seed is None else seed * 100_003 + k)
 

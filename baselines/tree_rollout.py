@@ -33,8 +33,9 @@ after round until no node fits the budget (the nodes drawn are those that fit); 
 
 Every step is played once, by one member, and stored once: the batch's rows are the agent steps spent.
 
-**Policy.** Any callable ``policy(observations, members) -> responses``: the observations of the members
-that play (what the outermost wrapper gives, e.g. prompts) and their indices, one response per member —
+**Policy.** Any callable ``policy(observations, members, infos) -> responses``: the observations of the
+members that play (what the outermost wrapper gives, e.g. prompts), their indices and their last infos (a
+dict per member: admissible actions, the task …), one response per member —
 a ``str`` (the action or LLM response), or an object with a ``text`` attribute (the trainer's
 :class:`~agentgym_credit.baselines.generation.Generation`) and optionally ``entropy``, the mean token entropy
 of the response (required by the entropy schedule, and recorded as the batch's ``entropy`` column when every
@@ -64,13 +65,14 @@ from agentgym_credit.wrappers.forking import (
     snapshot_members,
     stack_layers,
 )
+from agentgym_credit.wrappers.recording import member_info
 
 __all__ = ["TREE_SCHEDULES", "TreeGrowth", "TreeSchedule", "grow_trees", "response_entropy", "response_text"]
 
 TREE_SCHEDULES = ("fixed", "entropy")
 """How a tree rollout chooses where to fork: Tree-GRPO's random nodes, or ARPO's uncertain steps."""
 
-Policy = Callable[[list[Any], list[int]], Sequence[Any]]
+Policy = Callable[[list[Any], list[int], list[dict[str, Any]]], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,7 @@ class _Grower:
         self.depth = np.zeros(n, dtype=np.int64)
         self.tree_of = np.full(n, -1, dtype=np.int64)
         self.obs: list[Any] = [None] * n
+        self.info: list[dict[str, Any]] = [{} for _ in range(n)]
         self.growth = TreeGrowth()
         self.forks = self.forked = 0
         self.fork_s = 0.0
@@ -215,12 +218,12 @@ class _Grower:
 
     def restore(self, members: list[int], node: StackSnapshot, tree: int) -> None:
         began = time.perf_counter()
-        obs, _ = restore_members(self.env, members, node)
+        obs, infos = restore_members(self.env, members, node)
         self.fork_s += time.perf_counter() - began
         self.forks += 1
         self.forked += len(members)
         for i, o in zip(members, obs, strict=True):
-            self.obs[i], self.depth[i], self.tree_of[i] = o, node.depth, tree
+            self.obs[i], self.info[i], self.depth[i], self.tree_of[i] = o, member_info(infos, i), node.depth, tree
 
     # ------------------------------------------------------------------ phases
     def start(self, seed: int | None) -> list[_Group]:
@@ -229,14 +232,14 @@ class _Grower:
         mask = np.zeros(base.num_envs, dtype=bool)
         for g in range(base.num_groups):
             mask[g * self.size: g * self.size + m] = True
-        obs, _ = self.env.reset(seed=seed, options={"reset_mask": mask})
+        obs, infos = self.env.reset(seed=seed, options={"reset_mask": mask})
         groups = []
         for g in range(base.num_groups):
             members = list(range(g * self.size, (g + 1) * self.size))
             grp = _Group(self.recorder.member_group[members[0]], members)
             for j, i in enumerate(members):
                 if j < m:
-                    self.obs[i], self.depth[i], self.tree_of[i] = obs[i], 0, j
+                    self.obs[i], self.info[i], self.depth[i], self.tree_of[i] = obs[i], member_info(infos, i), 0, j
                 else:
                     self.recorder.forget(i)
             groups.append(grp)
@@ -305,17 +308,20 @@ class _Grower:
             for i in sorted((i for i in mine if entropy[i] > mean + self.schedule.margin),
                             key=lambda i: (-entropy[i], i)):
                 cost = self.max_steps - int(self.depth[i])
-                k = min(self.schedule.children, len(free), int(min(self.room(grp) // cost, len(free))))
+                room = self.room(grp)
+                k = min(self.schedule.children, len(free)) if room == np.inf else \
+                    min(self.schedule.children, len(free), int(room) // cost)
                 if k < 1:
                     continue
                 kids, free = free[:k], free[k:]
                 began = time.perf_counter()
-                obs, _ = branch_members(self.env, i, kids)
+                obs, infos = branch_members(self.env, i, kids)
                 self.fork_s += time.perf_counter() - began
                 self.forks += 1
                 self.forked += k
                 for c, o in zip(kids, obs, strict=True):
-                    self.obs[c], self.depth[c], self.tree_of[c] = o, self.depth[i], self.tree_of[i]
+                    self.obs[c], self.info[c] = o, member_info(infos, c)
+                    self.depth[c], self.tree_of[c] = self.depth[i], self.tree_of[i]
                 kids_all += kids
         if kids_all:
             for c, r in zip(kids_all, self.ask(kids_all), strict=True):
@@ -327,7 +333,8 @@ class _Grower:
                     grp.entropy_count += 1
 
     def ask(self, members: list[int]) -> list[Any]:
-        responses = list(self.policy([self.obs[i] for i in members], list(members)))
+        responses = list(self.policy([self.obs[i] for i in members], list(members),
+                                     [self.info[i] for i in members]))
         if len(responses) != len(members):
             raise ValueError(f"the policy returned {len(responses)} responses for {len(members)} members; "
                              "return one per member")
@@ -368,9 +375,10 @@ class _Grower:
                 have_entropy &= h is not None
                 values[i] = 0.0 if h is None else h
                 self.growth.outputs[(self.recorder.member_traj[i], int(self.depth[i]))] = out_of[i]
-            obs, *_ = self.env.step(actions, entropy=values if have_entropy else None)
+            obs, _, _, _, infos = self.env.step(actions, entropy=values if have_entropy else None)
             self.obs = list(obs)
             for i in stepped:
+                self.info[i] = member_info(infos, i)
                 self.depth[i] += 1
                 groups[i // self.size].used += 1
             if fixed:
@@ -402,7 +410,7 @@ def grow_trees(env: VectorEnv, policy: Policy, schedule: TreeSchedule, *, seed: 
         env: a recorded group vector env (:class:`~agentgym_credit.wrappers.RecordStepBatch` or
             :class:`~agentgym_credit.wrappers.AttachCredit` outermost); the tree batch is then in its recorder
             (``env.pop_batch()``, or ``env.pop_credit()``).
-        policy: ``policy(observations, members) -> responses`` (see the module docstring).
+        policy: ``policy(observations, members, infos) -> responses`` (see the module docstring).
         schedule: the :class:`TreeSchedule`.
         seed: reset seed (group g starts from seed ``seed + g``, as a chain rollout's).
         rng: the generator that draws the fixed schedule's nodes (default: seeded by ``seed``).
