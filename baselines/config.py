@@ -214,6 +214,9 @@ class TrainConfig(RunConfig):
                 raise ValueError(f"{self.estimator}'s progress estimator 'embedding' cannot load its model ({exc}); "
                                  "or choose progress_estimator='lm'") from exc
         if self.rollout == "tree":
+            if self.tree_schedule == "fixed" and not self.expand_rounds and not self.step_budget:
+                raise ValueError("expand_rounds=0 expands until step_budget is spent: give step_budget > 0 (or "
+                                 "expand_rounds >= 1)")
             try:
                 self.tree_config().validate()
             except ValueError as exc:
