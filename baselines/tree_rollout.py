@@ -127,7 +127,7 @@ class TreeGrowth:
         stats: ``steps`` (agent steps played), ``forks`` (fork operations), ``forked_members`` (members put in
             a node's state), ``rounds`` (mean expansion rounds per group, fixed schedule), ``budget_used``
             (mean fraction of the budget spent, when there is one), ``fork_s`` (seconds spent snapshotting and
-            restoring members).
+            restoring members), ``max_steps`` (the members' episode length).
     """
 
     outputs: dict[tuple[int, int], Any] = field(default_factory=dict)
@@ -397,6 +397,7 @@ class _Grower:
             "rounds": float(np.mean([grp.round for grp in groups])) if groups else 0.0,
             "budget_used": float(np.mean([grp.used / budget for grp in groups])) if budget and groups else 0.0,
             "fork_s": self.fork_s,
+            "max_steps": float(self.max_steps),
         }
         return self.growth
 
