@@ -302,8 +302,9 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     fig.suptitle(f"Step credit vs. ground truth on {title}")
     # one legend for the three panels, in its own row under the title: inside a panel it covered bars
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=len(epsilons), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    columns = min(len(epsilons), 5)  # chains vs trees: two rows of five
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=columns, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.88 - 0.05 * (-(-len(epsilons) // columns) - 1)))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -31,6 +31,14 @@ def _trainer(tmp_path, estimator="gigpo", group_size=2, tree=None, **config):
     )
 
 
+def _train_two_updates(trainer):
+    try:
+        result = trainer.train()
+    finally:
+        trainer.close()
+    assert trainer.state.global_step == 2 and np.isfinite(result.training_loss)
+
+
 def _spy(trainer):
     seen = []
     original = trainer._generate_and_score_completions
@@ -48,11 +56,7 @@ def test_trl_trains_on_steps_with_estimator_advantages(tmp_path):
     policy, trainer = _trainer(tmp_path, gradient_accumulation_steps=2, steps_per_generation=2)
     before = [p.detach().clone() for p in policy.model.parameters()]
     seen = _spy(trainer)
-    try:
-        result = trainer.train()
-    finally:
-        trainer.close()
-    assert trainer.state.global_step == 2 and np.isfinite(result.training_loss)
+    _train_two_updates(trainer)
     assert len(seen) == 2, "one rollout per optimizer update"
     for rollout, _credit, out in seen:
         n = len(rollout)
@@ -98,11 +102,7 @@ def test_trl_trains_tree_rollouts_one_sample_per_step(tmp_path):
     tree = TreeSchedule(trees=2, expand=2, rounds=1, budget=12)
     policy, trainer = _trainer(tmp_path, estimator="tree_grpo", group_size=3, tree=tree)
     seen = _spy(trainer)
-    try:
-        result = trainer.train()
-    finally:
-        trainer.close()
-    assert trainer.state.global_step == 2 and np.isfinite(result.training_loss)
+    _train_two_updates(trainer)
     for rollout, _credit, out in seen:
         batch, n = rollout.batch, len(rollout)
         assert batch.is_tree and out["advantages"].shape[0] == n == rollout.stats["steps"]
