@@ -83,7 +83,8 @@ class TreeSchedule:
         schedule: ``"fixed"`` (Tree-GRPO) or ``"entropy"`` (ARPO).
         trees: M, trees per task group, each started as one chain (at most the group's members).
         expand: fixed schedule: N, nodes drawn per tree and round, each expanded by one continuation.
-        rounds: fixed schedule: L, expansion rounds (None: rounds until no node fits the budget).
+        rounds: fixed schedule: L, expansion rounds (None: rounds until no node fits the budget; 0: the M chains
+            alone, a chain rollout when M is the group's size).
         budget: agent steps per task group (None: no cap; then ``rounds`` must be given).
         margin: entropy schedule: a step is branched when its response's entropy exceeds the group's
             running mean by more than this (nats).
