@@ -17,7 +17,7 @@ from typing import Any, TypeVar, get_args, get_type_hints
 
 from agentgym_credit.argtypes import check_type
 from agentgym_credit.cli_args import HelpFormatter, key_value
-from agentgym_credit.credit.registry import available_estimators, columns_read
+from agentgym_credit.credit.registry import accepts_trees, available_estimators, columns_read
 from agentgym_credit.credit.registry import check_estimator as run_estimator_once
 from agentgym_credit.embedding import check_sentence_model
 from agentgym_credit.envs.group_vector import check_group_env_kwargs
@@ -30,10 +30,12 @@ from .losses import AGGREGATIONS, LEVELS
 from .models import resolve_model
 from .policy import PRECISIONS
 from .runtime import check_device
+from .tree_rollout import TREE_SCHEDULES, TreeSchedule
 
 __all__ = [
     "PENALTY_CREDITS",
     "PROGRESS_ESTIMATORS",
+    "ROLLOUTS",
     "RunConfig",
     "SFTConfig",
     "TrainConfig",
@@ -43,6 +45,8 @@ __all__ = [
     "option",
 ]
 
+#: ``rollout`` choices: every member one chain, or trees grown by forking members (tree rollouts).
+ROLLOUTS = ("chain", "tree")
 #: ``penalty_credit`` choices: the recording modes that keep the invalid-action penalty.
 PENALTY_CREDITS = tuple(m for m in PENALTY_MODES if m)
 PROGRESS_ESTIMATORS = ("embedding", "lm")
@@ -149,6 +153,23 @@ class TrainConfig(RunConfig):
                                               flag="--param")
     groups: int = option(4, "G, task groups per rollout.")
     group_size: int = option(4, "N, members per group (same initial state).")
+    rollout: str = option("chain", 'how a group plays: "chain" (each member one episode from the initial state) or '
+                          '"tree" (tree search: members forked mid-episode, each step stored and trained once; '
+                          "needs an estimator that accepts trees: grpo, rloo, gigpo, salt, graphgpo, hgpo, "
+                          "tree_grpo).", choices=ROLLOUTS)
+    tree_schedule: str = option("fixed", 'tree rollout: where to fork: "fixed" (Tree-GRPO: M chains, then '
+                                "expand_rounds rounds of expand_nodes random nodes per tree) or \"entropy\" (ARPO: "
+                                "fork a step whose response entropy exceeds its group's running mean by "
+                                "entropy_margin).", choices=TREE_SCHEDULES)
+    trees: int = option(2, "tree rollout: M, trees per task group, each started as one chain (at most group_size).")
+    expand_nodes: int = option(2, "fixed tree schedule: N, nodes drawn per tree and round, each expanded by one "
+                               "continuation.")
+    expand_rounds: int = option(1, "fixed tree schedule: L, expansion rounds (0 = as many as step_budget allows).")
+    step_budget: int = option(0, "tree rollout: agent steps per task group (0 = no cap; a chain rollout plays at "
+                              "most group_size × max_steps).")
+    entropy_margin: float = option(0.3, "entropy tree schedule: margin (nats) over the running mean of the group's "
+                                   "response entropies above which a step is forked.")
+    branch_children: int = option(1, "entropy tree schedule: members forked at a step above the margin.")
     iters: int = option(20, "training iterations (rollout + update).")
     clip_eps: float = option(0.2, "PPO clip range epsilon.")
     kl_coef: float = option(0.01, "weight of the k3 KL penalty to the initial policy (0 disables the reference "
@@ -211,6 +232,24 @@ class TrainConfig(RunConfig):
             except ImportError as exc:
                 raise ValueError(f"{self.estimator}'s progress estimator 'embedding' cannot load its model ({exc}); "
                                  "or choose progress_estimator='lm'") from exc
+        if self.rollout == "tree":
+            if self.tree_schedule == "fixed" and not self.expand_rounds and not self.step_budget:
+                raise ValueError("expand_rounds=0 expands until step_budget is spent: give step_budget > 0 (or "
+                                 "expand_rounds >= 1)")
+            try:
+                self.tree_config().validate()
+            except ValueError as exc:
+                names = {"rounds": "expand_rounds", "budget": "step_budget", "expand": "expand_nodes",
+                         "margin": "entropy_margin", "children": "branch_children"}
+                words = str(exc).split(" ", 1)
+                raise ValueError(" ".join([names.get(words[0], words[0]), *words[1:]])) from None
+            if not accepts_trees(self.estimator):
+                raise ValueError(f"rollout='tree' records tree batches, which estimator {self.estimator!r} does not "
+                                 "accept; choose one that does (grpo, rloo, gigpo, salt, graphgpo, hgpo, tree_grpo) "
+                                 "or rollout='chain'")
+            if self.trees > self.group_size:
+                raise ValueError(f"trees={self.trees} exceeds group_size={self.group_size}: each tree starts on its own "
+                                 "member; raise group_size or lower trees")
         if self.filter_groups and self.fixed_tasks:
             raise ValueError("filter_groups plays fresh tasks in place of the groups it drops; it cannot be combined "
                              "with fixed_tasks")
@@ -221,6 +260,12 @@ class TrainConfig(RunConfig):
                      "filter_max_rollouts"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def tree_config(self) -> TreeSchedule:
+        """The :class:`~agentgym_credit.baselines.tree_rollout.TreeSchedule` of ``rollout="tree"``."""
+        return TreeSchedule(schedule=self.tree_schedule, trees=self.trees, expand=self.expand_nodes,
+                            rounds=self.expand_rounds or None, budget=self.step_budget or None,
+                            margin=self.entropy_margin, children=self.branch_children)
 
     def columns_read(self) -> tuple[str, ...]:
         """The columns the estimator reads with these parameters (``value``: the trainer fits a step critic;

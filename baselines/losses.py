@@ -31,6 +31,10 @@ names the first two ``token-mean`` and ``seq-mean-token-mean``):
   a group's steps then sum to zero too; under the other two a lost episode's extra steps outweigh the won
   ones (the group's step advantages sum below zero), which pushes down what every response shares.
 
+  On a tree batch (tree rollouts) every step is one row, a shared prefix step included, so ``"token-mean"``
+  and ``"step-mean"`` count it once; ``"trajectory-mean"`` counts each root-to-leaf path once
+  (:func:`step_weights`: a step's weight is the sum of its paths' shares, :func:`path_weights`).
+
 The KL penalty is the low-variance k3 estimator of :math:`KL(\\pi_\\theta \\| \\pi_{ref})` per token,
 :math:`k_3 = e^{r} - r - 1` with :math:`r = \\log\\pi_{ref} - \\log\\pi_\\theta`, aggregated like the objective.
 The loss minimized is :math:`-J + \\beta_{KL}\\,\\overline{k_3}`.
@@ -44,6 +48,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from agentgym_credit.records import StepBatch
+
 __all__ = [
     "AGGREGATIONS",
     "LEVELS",
@@ -53,7 +59,9 @@ __all__ = [
     "importance_ratio",
     "kl_k3",
     "masked_mean",
+    "path_weights",
     "policy_loss",
+    "step_weights",
     "trajectory_weights",
 ]
 
@@ -102,6 +110,30 @@ def trajectory_weights(traj: np.ndarray | Sequence[int]) -> np.ndarray:
         return np.zeros(0, dtype=np.float64)
     _, inverse, counts = np.unique(traj, return_inverse=True, return_counts=True)
     return 1.0 / (len(counts) * counts[inverse].astype(np.float64))
+
+
+def path_weights(batch: StepBatch) -> np.ndarray:
+    """Per row of a tree batch, :math:`c_r = \\sum_{\\ell \\in L(r)} 1 / T_\\ell`: the row's share of the
+    root-to-leaf paths through it (:math:`T_\\ell` the length of leaf ℓ's path, :math:`L(r)` the row's
+    descendant leaves). Over all rows they sum to the number of paths: ``"trajectory-mean"`` on a tree counts
+    each episode (path) once and each of its steps equally, a shared step once with the sum of its paths'
+    shares."""
+    paths = batch.tree_paths()
+    return np.bincount(paths.rows, weights=1.0 / paths.lengths[paths.path_of], minlength=len(batch))
+
+
+def step_weights(batch: StepBatch, rows: np.ndarray) -> np.ndarray:
+    """The ``"trajectory-mean"`` weights of ``rows`` of ``batch`` (one optimizer step's rows), summing to one.
+
+    On a chain batch :func:`trajectory_weights` of the rows' trajectories (each trajectory in the rows counts
+    once). On a tree batch a trajectory is a segment, not an episode: the weights are the rows'
+    :func:`path_weights`, normalized over the rows (a whole tree's rows: each root-to-leaf path counts once).
+    """
+    rows = np.asarray(rows, dtype=np.int64)
+    if not batch.is_tree:
+        return trajectory_weights(batch.traj[rows])
+    share = path_weights(batch)[rows]
+    return share / share.sum() if rows.size else share
 
 
 def broadcast_to_tokens(step_values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,12 @@ the log-probabilities the sampler gave each response token (:math:`\\log\\pi_{ol
 entropy of each response (:attr:`~agentgym_credit.baselines.generation.Generation.entropy`) is recorded as the
 step's ``entropy`` column (EMPG's :math:`H_t`) when the sampler gives one for every response.
 
+:func:`collect_tree_rollout` grows trees instead (:mod:`~agentgym_credit.baselines.tree_rollout`: members
+forked mid-episode, Tree-GRPO's fixed schedule or ARPO's entropy-triggered one, within a budget of agent
+steps): its batch is a tree batch whose shared prefix steps are single rows, so the update trains each
+step once. On a tree batch the episodes are the root-to-leaf paths (:func:`episodes`): the success rate,
+return and length in the statistics, and the outcomes :func:`mixed_outcome_groups` compares, are the leaves'.
+
 Responses are sampled by a :class:`~agentgym_credit.baselines.generation.Generator`
 (:mod:`~agentgym_credit.baselines.generation`: Hugging Face or vLLM). A trained policy is evaluated on held-out
 tasks by :func:`agentgym_credit.evaluation.held_out` (this module's former ``evaluate``).
@@ -32,11 +38,14 @@ from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers import ParseActions, PromptObservations, RecordStepBatch
 
 from .generation import Generation, Generator
+from .tree_rollout import TreeSchedule, grow_trees
 
 __all__ = [
     "Rollout",
     "collect_rollout",
+    "collect_tree_rollout",
     "dynamic_sampling",
+    "episodes",
     "make_group_env",
     "mixed_outcome_groups",
     "rollout_stats",
@@ -138,16 +147,25 @@ class Rollout:
         return out
 
 
+def episodes(batch: StepBatch) -> StepBatch:
+    """The batch's episodes as chains: the batch itself, or a tree batch's root-to-leaf paths
+    (:meth:`~agentgym_credit.records.StepBatch.as_paths`)."""
+    return batch.as_paths() if batch.is_tree else batch
+
+
 def rollout_stats(rollout: Rollout, seconds: float) -> dict[str, float]:
-    """Success rate, mean return, valid-action rate, mean episode length, response tokens of a rollout's rows
-    and the seconds it took (``rollout_s``)."""
+    """Success rate, mean return, valid-action rate, mean episode length, response tokens of a rollout's rows,
+    the agent steps played (``steps``: the rows) and the seconds it took (``rollout_s``). On a tree rollout the
+    episodes are the root-to-leaf paths: success, return and length are theirs."""
     batch = rollout.batch
+    played = episodes(batch)
     return {
-        "success_rate": float(batch.traj_success.mean()) if len(batch) else 0.0,
-        "mean_return": float(batch.traj_return.mean()) if len(batch) else 0.0,
+        "success_rate": float(played.traj_success.mean()) if len(batch) else 0.0,
+        "mean_return": float(played.traj_return.mean()) if len(batch) else 0.0,
         "valid_rate": float(batch.valid.mean()) if len(batch) else 0.0,
-        "mean_steps": float(batch.traj_length.mean()) if len(batch) else 0.0,
+        "mean_steps": float(played.traj_length.mean()) if len(batch) else 0.0,
         "response_tokens": float(sum(len(r) for r in rollout.response_ids)),
+        "steps": float(len(batch)),
         "rollout_s": float(seconds),
     }
 
@@ -158,6 +176,7 @@ def mixed_outcome_groups(batch: StepBatch) -> np.ndarray:
     Yu et al., "DAPO: An Open-Source LLM Reinforcement Learning System at Scale", arXiv:2503.14476)."""
     if len(batch) == 0:
         return np.zeros(0, dtype=np.int64)
+    batch = episodes(batch)  # a tree's members are its leaves
     won = batch.traj_success.astype(np.float64)
     groups = batch.traj_group
     ids, inverse = np.unique(groups, return_inverse=True)
@@ -207,7 +226,7 @@ def collect_rollout(env: RecordStepBatch, generator: Generator, seed: int | None
     start = time.perf_counter()
     obs, _ = env.reset(seed=seed)
     base = env.unwrapped
-    records: dict[tuple[int, int], Generation] = {}
+    records: dict[tuple[int, int], Any] = {}
     steps = np.zeros(env.num_envs, dtype=np.int64)
     k = 0
     while not base.finished.all():
@@ -227,7 +246,42 @@ def collect_rollout(env: RecordStepBatch, generator: Generator, seed: int | None
         if on_step is not None:
             on_step(k, len(active))
         k += 1
-    batch = env.pop_batch()
+    return _rollout_of(env.pop_batch(), records, start)
+
+
+def collect_tree_rollout(env: RecordStepBatch, generator: Generator, schedule: TreeSchedule,
+                         seed: int | None = None, on_step: Any = None) -> Rollout:
+    """Reset every group and grow its trees (:func:`~agentgym_credit.baselines.tree_rollout.grow_trees`) with
+    the generator's responses; the batch is a tree batch, each step one row.
+
+    Args:
+        env: the stack from :func:`make_group_env` (its ``group_size`` members per group are the slots the trees
+            are played on).
+        generator: the sampling backend (its ``Generation.entropy``, where it has one, is recorded and drives
+            the entropy schedule).
+        schedule: the :class:`~agentgym_credit.baselines.tree_rollout.TreeSchedule`.
+        seed: reset seed (group g starts from seed ``seed + g``), sampling seed and the schedule's seed.
+        on_step: called as ``on_step(k, playing)`` after the k-th vector step.
+
+    Returns:
+        The :class:`Rollout`; its ``stats`` add the tree statistics (``steps``, ``forks``, ``forked_members``,
+        ``rounds``, ``budget_used``, ``fork_s``) to :func:`rollout_stats`.
+    """
+    start = time.perf_counter()
+    calls = iter(range(1 << 62))
+
+    def policy(prompts: list[Any], members: list[int], infos: list[dict[str, Any]]) -> list[Generation]:
+        k = next(calls)
+        return generator.generate(prompts, seed=None if seed is None else seed * 100_003 + k)
+
+    grown = grow_trees(env, policy, schedule, seed=seed, on_step=on_step)
+    out = _rollout_of(env.pop_batch(), grown.outputs, start)
+    out.stats.update(grown.stats)
+    return out
+
+
+def _rollout_of(batch: StepBatch, records: dict[tuple[int, int], Any], start: float) -> Rollout:
+    """The rollout of ``batch`` whose row ``(traj, t)`` was played by the generation ``records[(traj, t)]``."""
     rows = [records[(int(tr), int(t))] for tr, t in zip(batch.traj, batch.t, strict=True)]
     out = Rollout(batch, [g.prompt_ids for g in rows], [g.response_ids for g in rows],
                   [g.logprobs for g in rows], [g.text for g in rows])

@@ -5,6 +5,9 @@ One iteration (the loop of :func:`train`):
 1. **rollout** — G groups × N members play one episode each (:func:`~agentgym_credit.baselines.rollout.collect_rollout`);
    with ``filter_groups`` (DAPO's dynamic sampling) groups whose members all won or all lost are dropped and
    fresh tasks played until G groups with mixed outcomes are kept or ``filter_max_rollouts`` rollouts were played;
+   with ``rollout="tree"`` each group grows trees within ``step_budget`` agent steps instead
+   (:func:`~agentgym_credit.baselines.rollout.collect_tree_rollout`): a shared prefix step is one row, so the
+   update below trains it once;
 2. **credit** — the critic fills ``value`` and the progress estimator ``progress`` when the estimator reads
    them (as the registry finds: ``step_gae``, ``spa`` unless ``mode=group``; ``spa``), then
    ``assign_credit(batch, estimator, **estimator_params)`` gives one advantage per step (``empg`` and
@@ -56,7 +59,7 @@ from .batching import duplicate_rows, length_batches, right_align, row_lengths
 from .config import TrainConfig
 from .critic import StepCritic
 from .generation import VLLM_ENTROPY_TOP_K, HFGenerator, VLLMGenerator
-from .losses import broadcast_to_tokens, policy_loss, trajectory_weights
+from .losses import broadcast_to_tokens, policy_loss, step_weights
 from .policy import (
     StepForward,
     attach_lora,
@@ -69,6 +72,7 @@ from .progress import EmbeddingProgressEstimator, ProgressHead
 from .rollout import (
     Rollout,
     collect_rollout,
+    collect_tree_rollout,
     dynamic_sampling,
     make_group_env,
     mixed_outcome_groups,
@@ -191,12 +195,19 @@ class Trainer:
         return out
 
     def _play(self, seed: int) -> Rollout:
-        """One rollout of every group from reset seed ``seed``."""
-        out = collect_rollout(self.env, self.generator, seed=seed,
-                              on_step=lambda k, active: self._progress("rollout", k, None))
+        """One rollout of every group from reset seed ``seed`` (chains, or trees with ``rollout="tree"``)."""
+        out = self._collect(seed, lambda k, active: self._progress("rollout", k, None))
         if not self.config.fixed_tasks:
             self.tasks_drawn += self.config.groups
         return out
+
+    def _collect(self, seed: int, on_step: Any) -> Rollout:
+        """The rollout of the configured kind: chains, or trees grown within the step budget (each step one row,
+        so a shared prefix is trained once)."""
+        if self.config.rollout == "tree":
+            return collect_tree_rollout(self.env, self.generator, self.config.tree_config(), seed=seed,
+                                        on_step=on_step)
+        return collect_rollout(self.env, self.generator, seed=seed, on_step=on_step)
 
     def filtered_rollout(self) -> Rollout:
         """DAPO's dynamic sampling: rollouts of fresh tasks until ``groups`` groups with mixed outcomes are kept
@@ -284,7 +295,6 @@ class Trainer:
         total = cfg.ppo_epochs * -(-len(rollout) // cfg.micro_batch_size)
         same = duplicate_rows(rollout)
         how = None if cfg.loss_agg == "auto" else cfg.loss_agg
-        trajectories = np.asarray(rollout.batch.traj)
         for _ in range(cfg.ppo_epochs):
             if cfg.shuffle:  # rows of similar length share a micro-batch (less padding); batches in random order
                 micro = length_batches(row_lengths(rollout), cfg.micro_batch_size, self.rng, same)
@@ -300,7 +310,7 @@ class Trainer:
                 if how == "trajectory-mean" and k == group_start:  # weights over the optimizer step's rows
                     step_rows = np.concatenate(micro[group_start: group_start + in_group])
                     weights = np.zeros(len(rollout))
-                    weights[step_rows] = trajectory_weights(trajectories[step_rows])
+                    weights[step_rows] = step_weights(rollout.batch, step_rows)
                 # identical sequences in the micro-batch share one forward; each row keeps its own loss term.
                 # np.unique sorts, so the forward's rows are put back in the micro-batch's order (always: the
                 # micro-batch is in random order even when every row is distinct).

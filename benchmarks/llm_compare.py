@@ -29,7 +29,14 @@ fell; ``--train-transcripts`` adds every training rollout's steps with the advan
     python benchmarks/llm_compare.py --quick          # smoke test: 1 seed, 2 iterations, Sokoban
     python benchmarks/llm_compare.py                   # the default comparison: Sokoban, tiny model
     python benchmarks/llm_compare.py --envs SearchQA-Group-v0 --stem llm_compare_searchqa   # a text environment (SmolLM2)
+    python benchmarks/llm_compare.py --estimators grpo gigpo gigpo@tree tree_grpo@tree:prefix=sum \\
+        --train step_budget=24 --train expand_rounds=0 --stem llm_compare_sokoban_trees   # chains vs trees
     python benchmarks/llm_compare.py --merge results/llm_compare/a.json results/llm_compare/b.json --stem ab   # seeds run apart, one table
+
+A run's label is ``ESTIMATOR[@ROLLOUT][:KEY=VALUE,...]``: ``gigpo@tree`` trains GiGPO on tree rollouts
+(``agc train --rollout tree``; the tree settings, e.g. ``--train step_budget=24``, apply to those runs only) and
+``tree_grpo@tree:prefix=sum`` gives that run its own estimator parameters. With tree runs the table adds the
+agent steps each rollout played per iteration, the budget chains and trees are compared at.
 
 Seeds (or estimators) can run apart — another machine, another day, ``--seed0 K --start FOLDER`` from the same
 SFT start (``--save-start DIR`` keeps the one a comparison trains; otherwise it is removed at the end) — and
@@ -182,7 +189,8 @@ def warm_start(env_id: str, args: argparse.Namespace, folder: Path) -> dict[str,
     return record
 
 
-RECORDED_TRAIN_FIELDS = ("penalty_credit", "temperature", "filter_groups", "filter_max_rollouts")
+RECORDED_TRAIN_FIELDS = ("penalty_credit", "temperature", "filter_groups", "filter_max_rollouts", "tree_schedule",
+                         "trees", "expand_nodes", "expand_rounds", "step_budget")
 """Trainer fields set through ``--train`` (or an environment's ``"train"`` settings) that each comparison records
 per environment, so that comparisons with different values neither merge nor read alike."""
 
@@ -193,11 +201,21 @@ def train_overrides(env_id: str, args: argparse.Namespace) -> dict[str, Any]:
     return {**ENV_SETTINGS.get(env_id, {}).get("train", {}), **dict(args.train)}
 
 
-def run_settings(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The :class:`TrainConfig` fields a run takes from this script's flags (``--train`` may set the others);
-    ``estimator`` is a label: a registered name or one of :data:`VARIANTS`."""
-    name, params = VARIANTS.get(estimator, (estimator, {}))
-    return dict(env_id=env_id, estimator=name, model=start, groups=setting(env_id, args, "groups"),
+def parse_label(label: str) -> tuple[str, str, dict[str, Any], dict[str, Any]]:
+    """A run's label, ``ESTIMATOR[@ROLLOUT][:KEY=VALUE,...]`` (e.g. ``tree_grpo@tree:prefix=sum``), as the
+    estimator, the rollout (``chain`` unless ``@tree``), the parameters of the variant (``ESTIMATOR`` is a
+    registered name or one of :data:`VARIANTS`: ``empg_grpo`` is EMPG over grpo) and the label's own."""
+    head, _, own = label.partition(":")
+    estimator, _, rollout = head.partition("@")
+    estimator, variant = VARIANTS.get(estimator, (estimator, {}))
+    return estimator, rollout or "chain", dict(variant), dict(key_value(pair) for pair in own.split(",") if pair)
+
+
+def run_settings(env_id: str, label: str, seed: int, start: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The :class:`TrainConfig` fields a run takes from this script's flags and its label (:func:`parse_label`;
+    ``--train`` may set the others)."""
+    estimator, rollout, variant, own = parse_label(label)
+    return dict(env_id=env_id, estimator=estimator, rollout=rollout, model=start, groups=setting(env_id, args, "groups"),
                 group_size=setting(env_id, args, "group_size"), iters=setting(env_id, args, "iters"),
                 lr=setting(env_id, args, "lr"), max_new_tokens=setting(env_id, args, "max_new_tokens"),
                 lora=setting(env_id, args, "lora"), precision=setting(env_id, args, "precision"), seed=seed,
@@ -205,7 +223,7 @@ def run_settings(env_id: str, estimator: str, seed: int, start: str, args: argpa
                 kl_coef=setting(env_id, args, "kl_coef"), loss_agg=setting(env_id, args, "loss_agg"),
                 num_threads=1 if args.jobs > 1 else args.num_threads,
                 micro_batch_size=setting(env_id, args, "micro_batch_size"), grad_accum=args.grad_accum,
-                save_state=False, estimator_params={**params, **dict(args.param)})
+                save_state=False, estimator_params={**variant, **dict(args.param), **own})
 
 
 def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.Namespace,
@@ -232,6 +250,7 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
                                     for row in trainer.last_transcript()]
                 train_rows.append({**base, "iter": it + 1, "train_success": metrics["success_rate"],
                                    "train_valid": metrics["valid_rate"], "iteration_s": metrics["iteration_s"],
+                                   "train_steps": metrics["steps"],
                                    **{k: metrics[k] for k in ("rollouts", "uniform_groups", "kept_groups")}})
                 if (it + 1) % setting(env_id, args, "eval_every") == 0 or it + 1 == config.iters:
                     steps: list[dict[str, Any]] = []
@@ -244,10 +263,14 @@ def run_one(env_id: str, estimator: str, seed: int, start: str, args: argparse.N
     return {"rows": evals, "train": train_rows, "transcripts": transcripts}
 
 
-def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]]) -> list[str]:
-    """The final-success table: per environment and estimator, mean ± std over seeds against the SFT start."""
-    lines = ["| env | estimator | seeds | held-out success: start | final (mean ± std) | change | seeds above start |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]],
+              train_rows: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """The final-success table: per environment and estimator, mean ± std over seeds against the SFT start; when
+    some run grew trees (``@tree``), the agent steps its rollouts played per iteration (mean over iterations and
+    seeds), the budget both kinds of rollout are compared at."""
+    trees = any(parse_label(r["estimator"])[1] == "tree" for r in rows)
+    lines = ["| env | estimator | seeds | held-out success: start | final (mean ± std) | change | seeds above start |"
+             + (" agent steps / iteration |" if trees else ""), "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if trees else "")]
     for env_id in dict.fromkeys(r["env"] for r in rows):
         start = starts[env_id]["start"]["success_rate"]
         for est in dict.fromkeys(r["estimator"] for r in rows if r["env"] == env_id):
@@ -255,8 +278,13 @@ def summarize(rows: list[dict[str, Any]], starts: dict[str, dict[str, Any]]) -> 
             last = max(r["iter"] for r in part)
             final = np.array([r["eval_success"] for r in part if r["iter"] == last])
             std = final.std(ddof=1) if len(final) > 1 else 0.0
-            lines.append(f"| {env_id} | {est} | {len(final)} | {start:.3f} | {final.mean():.3f} ± {std:.3f} | "
-                         f"{final.mean() - start:+.3f} | {int((final > start).sum())} of {len(final)} |")
+            line = (f"| {env_id} | {est} | {len(final)} | {start:.3f} | {final.mean():.3f} ± {std:.3f} | "
+                    f"{final.mean() - start:+.3f} | {int((final > start).sum())} of {len(final)} |")
+            if trees:
+                steps = [float(r["train_steps"]) for r in train_rows
+                         if r["env"] == env_id and r["estimator"] == est and r.get("train_steps") not in (None, "")]
+                line += f" {np.mean(steps):.1f} |" if steps else " – |"
+            lines.append(line)
     return lines
 
 
@@ -376,10 +404,16 @@ def write_results(stem: str, rows: list[dict[str, Any]], train_rows: list[dict[s
                     + ("" if not s.get("filter_groups") else
                        f", groups whose members all won or all lost replaced by fresh tasks (DAPO's dynamic "
                        f"sampling, at most {s['filter_max_rollouts']} rollouts per iteration)")
+                    + ("" if not any(parse_label(r["estimator"])[1] == "tree" for r in rows if r["env"] == env_id) else
+                       f"; the `@tree` runs grow {s['trees']} trees per task on its {s['group_size']} members ("
+                       + (f"{s['expand_nodes']} random nodes per tree and round, Tree-GRPO's schedule, "
+                          + (f"{s['expand_rounds']} round(s)" if s["expand_rounds"] else "rounds until the budget is spent")
+                          if s["tree_schedule"] == "fixed" else "ARPO's entropy-triggered forks")
+                       + (f", at most {s['step_budget']} agent steps per task" if s["step_budget"] else "") + ")")
                     + f", held-out tasks {s['eval_episodes']}, environment "
                     f"{json.dumps(s['env'])}. SFT start ({origin}): held-out success "
                     f"{rec['start']['success_rate']:.3f}, valid-format rate {rec['start']['valid_rate']:.3f}.")
-    text += ["", *summarize(rows, starts), ""]
+    text += ["", *summarize(rows, starts, train_rows), ""]
     (RESULTS / f"{stem}.md").write_text("\n".join(text))
     if echo:
         print("\n".join(text))
@@ -525,8 +559,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--envs", nargs="+", default=list(DEFAULT_ENVS))
     parser.add_argument("--estimators", nargs="+", default=None,
-                        help="default: the seven of ESTIMATORS (--quick: three); also hgpo, empg_grpo, empg_gigpo "
-                             "(EMPG over grpo / gigpo) or any registered estimator")
+                        help="run labels ESTIMATOR[@tree][:KEY=VALUE,...] (default: the seven of ESTIMATORS on "
+                             "chains; --quick: three); ESTIMATOR is a registered name or hgpo, empg_grpo, empg_gigpo "
+                             "(EMPG over grpo / gigpo)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--seed0", type=int, default=0, help="the first training seed")
     parser.add_argument("--sft-seed", type=int, default=0,
@@ -602,11 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, _ in args.train:
         if name not in free:
             parser.error(f"--train {name}=...: not a TrainConfig field this script leaves free (one of {sorted(free)})")
+    base = args.start or args.model  # the runs start from the SFT start of this model (made below) or --start
     for env_id in args.envs:  # a wrong estimator, parameter or missing model fails here, not after the warm start
         for est in args.estimators:
             try:
-                TrainConfig(**run_settings(env_id, est, 0, "", args), **train_overrides(env_id, args)).validate()
-            except ValueError as exc:
+                TrainConfig(**run_settings(env_id, est, 0, base, args), **train_overrides(env_id, args)).validate()
+            except (TypeError, ValueError) as exc:
                 parser.error(str(exc))
     if args.save_start and args.start:
         parser.error("--save-start keeps the SFT start this script trains; with --start there is none")

@@ -112,7 +112,7 @@ class AttachCredit(RecordStepBatch):
 
     def _release(self) -> None:
         """Forget every credited group and every group no member belongs to any more (abandoned)."""
-        live = set(self.recorder.member_group.values())
+        live = set(self.recorder.member_group.values()) & self.recorder.open_groups()
         self.recorder.discard(self._credited | (self.recorder.closed_groups() - live))
         self._credited &= live
 
@@ -140,9 +140,26 @@ class AttachCredit(RecordStepBatch):
                 "env.step(actions, entropy=values) with each member's mean token entropy over its response"
             )
         obs, rewards, terminated, truncated, infos = super().step(actions, entropy=entropy)
+        finished = self._credit_finished()
+        if finished:
+            adv = np.empty(self.num_envs, dtype=object)
+            grp = np.full(self.num_envs, -1, dtype=np.int64)
+            mask = np.zeros(self.num_envs, dtype=bool)
+            traj_of_member = self.recorder.member_traj
+            for i, g in self.recorder.member_group.items():
+                if g in finished and traj_of_member.get(i) in self._advantages:
+                    adv[i] = self._advantages[traj_of_member[i]]
+                    grp[i] = g
+                    mask[i] = True
+            infos["advantages"], infos["_advantages"] = adv, mask
+            infos["credit_group"], infos["_credit_group"] = grp, mask
+        return obs, rewards, terminated, truncated, infos
+
+    def _credit_finished(self) -> set[int]:
+        """Run the estimator on every group that has finished (no unfinished trajectory, not held) and was not
+        credited yet; returns those groups."""
         still_open = self.recorder.open_groups()
-        member_group = self.recorder.member_group
-        finished = {g for g in member_group.values() if g not in still_open and g not in self._credited}
+        finished = {g for g in self.recorder.member_group.values() if g not in still_open and g not in self._credited}
         if finished:
             batch = self.recorder.batch(finished)
             if len(batch):
@@ -153,18 +170,13 @@ class AttachCredit(RecordStepBatch):
                     rows = order[start:start + length]
                     self._advantages[int(batch.traj[rows[0]])] = credit.advantages[rows]
             self._credited |= finished
-            adv = np.empty(self.num_envs, dtype=object)
-            grp = np.full(self.num_envs, -1, dtype=np.int64)
-            mask = np.zeros(self.num_envs, dtype=bool)
-            traj_of_member = self.recorder.member_traj
-            for i, g in member_group.items():
-                if g in finished and traj_of_member.get(i) in self._advantages:
-                    adv[i] = self._advantages[traj_of_member[i]]
-                    grp[i] = g
-                    mask[i] = True
-            infos["advantages"], infos["_advantages"] = adv, mask
-            infos["credit_group"], infos["_credit_group"] = grp, mask
-        return obs, rewards, terminated, truncated, infos
+        return finished
+
+    def release(self, groups: set[int]) -> None:
+        """Stop holding ``groups`` (a tree rollout is done growing them) and credit those that have finished;
+        their advantages are in :meth:`credit_batch` (no step returns them in its info)."""
+        super().release(groups)
+        self._credit_finished()
 
     def credit_batch(self) -> tuple[StepBatch, np.ndarray]:
         """The batch of the groups credited since the last reset and its advantages (batch row order)."""

@@ -111,6 +111,21 @@ class PromptObservations(VectorWrapper, gym.utils.RecordConstructorArgs):
         infos["_raw_observation"] = np.ones(self.num_envs, dtype=bool)
         return self._prompts(infos), infos
 
+    def fork_state(self, member: int) -> tuple[tuple[HistoryStep, ...], str, str]:
+        """The prompt's part of a fork of ``member`` (:mod:`agentgym_credit.wrappers.forking`): its history,
+        raw observation and task, so a forked member's next prompt is the one ``member`` would see."""
+        return tuple(self._history[member]), self._raw[member], self._task[member]
+
+    def restore_fork_state(self, members: list[int], state: tuple[tuple[HistoryStep, ...], str, str],
+                           obs: list[Any], infos: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+        """Give each forked member the history, raw observation and task of ``state``; returns their prompts."""
+        history, raw, task = state
+        for i in members:
+            self._history[i], self._raw[i], self._task[i] = list(history), raw, task
+        infos["raw_observation"] = np.array(self._raw, dtype=object)
+        infos["_raw_observation"] = np.isin(np.arange(self.num_envs), members)
+        return [self.prompt(i, infos) for i in members], infos
+
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
         for i in range(self.num_envs):

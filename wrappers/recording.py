@@ -20,6 +20,15 @@ lose it; the trajectory's return and earlier steps do not). ``include_penalty="r
 records ``reward − invalid_penalty`` as the step's reward instead, so the penalty enters the trajectory's
 return :math:`R(\\tau)` and every earlier step's discounted return like any reward.
 
+Forks (tree rollouts; :mod:`agentgym_credit.wrappers.forking` forks a member through the whole wrapper stack):
+a member forked into others is described by its *cursor* (:meth:`TrajectoryRecorder.cursor`: its task group,
+its depth — the steps its episode has taken — the state key it is in and the segment holding its last step).
+Each member restored from a cursor opens a new trajectory, a *segment* of the tree batch
+(:mod:`agentgym_credit.trees`), whose first row has ``t`` = the depth and ``parent`` = that segment (for a fork
+at the initial state, ``t = 0`` and the segment that starts the tree, which the branch joins), so a shared prefix
+is stored once. A tree rollout :meth:`~TrajectoryRecorder.hold` s its task groups while it may still grow them,
+so that a group whose members have all finished is not taken as done before its last branch was played.
+
 The policy's uncertainty at each step (the mean token entropy of the member's response, which EMPG reads
 from the batch's ``entropy`` column) is recorded when the caller passes it with the actions,
 ``env.step(actions, entropy=values)`` (one value per member, finite and ≥ 0; entries of members whose
@@ -40,7 +49,7 @@ from gymnasium.vector import VectorEnv, VectorWrapper
 from agentgym_credit.errors import ResetError
 from agentgym_credit.records import Step, StepBatch, Trajectory
 
-__all__ = ["PENALTY_MODES", "RecordStepBatch", "TrajectoryRecorder", "check_penalty_mode", "member_info"]
+__all__ = ["PENALTY_MODES", "Cursor", "RecordStepBatch", "TrajectoryRecorder", "check_penalty_mode", "member_info"]
 
 #: How the invalid-action penalty is recorded: not at all, charged to its row, or as part of the reward.
 PENALTY_MODES = (False, "row", "return")
@@ -79,6 +88,40 @@ class _Open:
     state: str
     steps: list[Step] = field(default_factory=list)
     crashed: bool = False
+    #: depth of the segment's first step (0 for an episode recorded from its reset)
+    t0: int = 0
+    #: the segment this one continues (its step ``t0 − 1``, or for ``t0 = 0`` the segment starting the tree);
+    #: None for a segment that starts a tree
+    parent: int | None = None
+
+    @property
+    def depth(self) -> int:
+        """The steps the episode has taken: the depth of the segment's next row."""
+        return self.t0 + len(self.steps)
+
+    def trajectory(self, success: bool, crashed: bool) -> Trajectory:
+        fork = None if self.parent is None else (self.parent, self.t0 - 1)
+        return Trajectory(self.group, self.steps, success, self.traj, crashed, parent=fork)
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where a member's recorded episode stands, to open its forks' segments from (see the module docstring).
+
+    Attributes:
+        group: the task group id.
+        segment: the trajectory id of the segment holding the member's last step (for a member that has not
+            stepped: the segment that starts its tree).
+        depth: the steps the episode has taken (the depth of the next step).
+        state: the state key the member is in (the ``state`` of its next row).
+        before: the kept info values before the next step (``info_keys``).
+    """
+
+    group: int
+    segment: int
+    depth: int
+    state: str
+    before: tuple[tuple[str, Any], ...] = ()
 
 
 class TrajectoryRecorder:
@@ -104,6 +147,8 @@ class TrajectoryRecorder:
         #: the trajectory id and the group most recently opened for each member
         self.member_traj: dict[int, int] = {}
         self.member_group: dict[int, int] = {}
+        #: groups a tree rollout may still grow (counted as open)
+        self._held: set[int] = set()
 
     def start(self, member: int, group: int, anchor: str, info: dict[str, Any] | None = None) -> None:
         """A member was reset: open its trajectory (an unfinished one is dropped)."""
@@ -136,11 +181,10 @@ class TrajectoryRecorder:
             after = {k: info.get(k) for k in self.info_keys}
             row = {f"{k}_before": v for k, v in self._before[member].items()}
             row.update(after)
-            self._extras[(cur.traj, len(cur.steps) - 1)] = row
+            self._extras[(cur.traj, cur.depth - 1)] = row
             self._before[member] = after
         if done:
-            self._closed.append(Trajectory(cur.group, cur.steps, bool(info.get("won", False)), cur.traj,
-                                           cur.crashed))
+            self._closed.append(cur.trajectory(bool(info.get("won", False)), cur.crashed))
             del self._open[member]
 
     def abort(self, member: int) -> None:
@@ -150,17 +194,81 @@ class TrajectoryRecorder:
         """
         cur = self._open.pop(member, None)
         if cur is not None and cur.steps:
-            self._closed.append(Trajectory(cur.group, cur.steps, False, cur.traj, crashed=True))
+            self._closed.append(cur.trajectory(False, crashed=True))
 
     def drop(self, member: int) -> None:
         """Forget ``member``'s unfinished trajectory (its episode ended without an outcome)."""
         self._open.pop(member, None)
 
+    def forget(self, member: int) -> None:
+        """``member`` takes no part in the rollout (a tree rollout's spare member before it is used): forget
+        its unfinished trajectory and which group it last played."""
+        self._open.pop(member, None)
+        self.member_traj.pop(member, None)
+        self.member_group.pop(member, None)
+
     def open_members(self) -> list[int]:
         return sorted(self._open)
 
     def open_groups(self) -> set[int]:
-        return {o.group for o in self._open.values()}
+        """The groups with an unfinished trajectory, and the groups held open (:meth:`hold`)."""
+        return {o.group for o in self._open.values()} | self._held
+
+    def hold(self, groups: set[int]) -> None:
+        """Count ``groups`` as open until :meth:`release`: a tree rollout may still grow them."""
+        self._held |= set(groups)
+
+    def release(self, groups: set[int]) -> None:
+        """Stop holding ``groups`` open (:meth:`hold`)."""
+        self._held -= set(groups)
+
+    # ------------------------------------------------------------------ forks
+    def cursor(self, member: int) -> Cursor:
+        """Where ``member``'s recorded episode stands (:class:`Cursor`), to fork it.
+
+        Raises:
+            ValueError: ``member`` has no unfinished recorded episode.
+        """
+        cur = self._open.get(member)
+        if cur is None:
+            raise ValueError(f"member {member} has no unfinished recorded episode to fork; fork a member that is "
+                             "playing (reset, not finished)")
+        if cur.steps or cur.parent is None:
+            segment = cur.traj
+        else:  # a fork that has not stepped yet: its last step is its parent's
+            segment = cur.parent
+        before = tuple(self._before.get(member, {}).items())
+        return Cursor(cur.group, segment, cur.depth, cur.state, before)
+
+    def check_open_at(self, member: int) -> None:
+        """Refuse to fork into ``member`` while it has an unfinished recorded episode with steps.
+
+        Raises:
+            ValueError: naming the member and the fix.
+        """
+        cur = self._open.get(member)
+        if cur is not None and cur.steps:
+            raise ValueError(
+                f"member {member} is playing a recorded episode ({len(cur.steps)} step(s), trajectory {cur.traj}); "
+                "fork into a member whose episode has finished, or drop its trajectory first (recorder.drop)"
+            )
+
+    def open_at(self, member: int, cursor: Cursor) -> int:
+        """Open a segment for ``member``, restored to the state of ``cursor``: its first row will have
+        ``t = cursor.depth`` and continue ``cursor.segment``. An unfinished trajectory of ``member`` without
+        steps is replaced (:meth:`check_open_at` refuses one with steps).
+
+        Returns:
+            The new segment's trajectory id.
+        """
+        self.check_open_at(member)
+        self._before[member] = dict(cursor.before) if self.info_keys else {}
+        self._open[member] = _Open(cursor.group, self._next_traj, cursor.state, t0=cursor.depth,
+                                   parent=cursor.segment)
+        self.member_traj[member] = self._next_traj
+        self.member_group[member] = cursor.group
+        self._next_traj += 1
+        return self._next_traj - 1
 
     def batch(self, groups: set[int] | None = None) -> StepBatch:
         """The finished trajectories (optionally of some groups only) as a batch.
@@ -172,6 +280,11 @@ class TrajectoryRecorder:
         trajs = [t for t in trajs if t.steps]
         if not trajs:
             return StepBatch.empty()
+        kept = {t.traj for t in trajs}
+        # a fork at the initial state of a tree whose first segment recorded no step (it crashed at once)
+        # starts a tree of its own: the same initial state
+        trajs = [replace(t, parent=None) if t.parent is not None and t.parent[1] < 0 and t.parent[0] not in kept
+                 else t for t in trajs]
         if any(s.entropy is None for t in trajs for s in t.steps):
             trajs = [replace(t, steps=[replace(s, entropy=None) for s in t.steps]) for t in trajs]
         return StepBatch.from_trajectories(trajs)
@@ -296,6 +409,31 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
         if bad.size:
             raise ValueError(f"entropy of member {int(bad[0])} is {values[bad[0]]!r}; an entropy is finite and ≥ 0")
         return values
+
+    # ------------------------------------------------------------------ forks
+    def fork_state(self, member: int) -> Cursor:
+        """The recorder's part of a fork of ``member`` (:mod:`agentgym_credit.wrappers.forking`): its cursor."""
+        return self.recorder.cursor(member)
+
+    def check_fork(self, members: list[int]) -> None:
+        """Refuse members that still play a recorded episode (before anything is forked)."""
+        for i in members:
+            self.recorder.check_open_at(i)
+
+    def restore_fork_state(self, members: list[int], state: Cursor, obs: list[Any],
+                           infos: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        """Open a segment for each forked member at ``state`` (observations and infos pass unchanged)."""
+        for i in members:
+            self.recorder.open_at(i, state)
+        return obs, infos
+
+    def hold(self, groups: set[int]) -> None:
+        """Count ``groups`` as unfinished until :meth:`release` (:meth:`TrajectoryRecorder.hold`)."""
+        self.recorder.hold(groups)
+
+    def release(self, groups: set[int]) -> None:
+        """Stop holding ``groups``: a tree rollout will not grow them further."""
+        self.recorder.release(groups)
 
     def batch(self) -> StepBatch:
         """All trajectories finished so far."""

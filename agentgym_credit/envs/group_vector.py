@@ -623,18 +623,37 @@ class GroupVectorEnv(VectorEnv):
                 worker died.
             EnvClosedError: the env was closed.
         """
+        return self.snapshots([member])[0]
+
+    def snapshots(self, members: Sequence[int]) -> list[MemberSnapshot]:
+        """The snapshots of several members, like :meth:`snapshot` but in one request per worker (a tree
+        rollout keeps a node after every step of every member).
+
+        Raises:
+            TypeError, ValueError: a member is not a member index, is named twice, or has no episode.
+            RuntimeError: a member's ``snapshot()`` raised or its worker died (the first such member is named).
+            EnvClosedError: the env was closed.
+        """
         self._check_open()
-        i = self._member_index(member, "member")
-        if self._needs_reset[i]:
-            raise ValueError(f"member {i} has no episode (it was not reset, or its reset failed); reset() it first")
-        taken = self._dispatch("snapshot", {i: None})[i]
-        if taken[0] == "ok":
-            return taken[1]
-        if taken[0] == "crashed":
-            self._needs_reset[i] = True
-            self._crash_member(i, taken[1])
-        detail = taken[1] if taken[0] == "error" else taken[1].get("worker_error")
-        raise RuntimeError(f"member {i}'s snapshot failed ({detail}); no member was changed")
+        if isinstance(members, str | bytes) or not isinstance(members, Sequence | np.ndarray):
+            raise TypeError(f"members must be a sequence of member indices, got {type(members).__name__}")
+        wanted = [self._member_index(m, "member") for m in members]
+        if len(set(wanted)) != len(wanted):
+            raise ValueError(f"members {sorted(wanted)} name a member more than once; name each member once")
+        for i in wanted:
+            if self._needs_reset[i]:
+                raise ValueError(f"member {i} has no episode (it was not reset, or its reset failed); reset() it first")
+        taken = self._dispatch("snapshot", {i: None for i in wanted})
+        failed = [i for i in wanted if taken[i][0] != "ok"]
+        for i in failed:
+            if taken[i][0] == "crashed":
+                self._needs_reset[i] = True
+                self._crash_member(i, taken[i][1])
+        if failed:
+            i = failed[0]
+            detail = taken[i][1] if taken[i][0] == "error" else taken[i][1].get("worker_error")
+            raise RuntimeError(f"member {i}'s snapshot failed ({detail}); no member was changed")
+        return [taken[i][1] for i in wanted]
 
     def restore(self, members: Sequence[int], snapshot: MemberSnapshot) -> tuple[list[str], dict[str, Any]]:
         """Put ``members`` (of the snapshot's task group) in the state of ``snapshot``, e.g. one :meth:`snapshot`

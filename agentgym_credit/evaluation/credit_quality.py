@@ -52,20 +52,22 @@ from __future__ import annotations
 
 import argparse
 import csv
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from scipy.stats import entropy, spearmanr
 from tqdm import tqdm
 
+from agentgym_credit.baselines.tree_rollout import TREE_SCHEDULES, TreeSchedule, grow_trees
 from agentgym_credit.credit import compute_advantages
 from agentgym_credit.credit.grouping import dense_ids, discounted_returns
 from agentgym_credit.credit.matching import ExactMatcher
-from agentgym_credit.envs.sokoban import EpsilonOraclePolicy
-from agentgym_credit.envs.sokoban.state import ACTIONS
+from agentgym_credit.envs.sokoban import ACTIONS, EpsilonOraclePolicy
 from agentgym_credit.records import StepBatch
-from agentgym_credit.wrappers import RecordStepBatch, member_info
+from agentgym_credit.wrappers import RecordStepBatch
 
 DEFAULT_OUT = Path("run_results")
 """Where ``agc run`` writes its table, CSV and figure unless ``--out-dir`` says otherwise."""
@@ -88,6 +90,36 @@ ESTIMATORS: dict[str, dict] = {
 not); GraphGPO's ω preset is the environment's (:func:`estimators_for`)."""
 
 
+TREE_ESTIMATORS: dict[str, dict] = {
+    "grpo": {},
+    "gigpo": {"omega": 1.0, "gamma": 0.95},
+    "graphgpo": {"omega": "sokoban"},
+    "hgpo": {},
+    "tree_grpo": {},
+    "tree_grpo (sum)": {"estimator": "tree_grpo", "prefix": "sum"},
+}
+"""The rows of ``--rollout tree``: the estimators that accept tree batches and use what trees share (GiGPO's
+anchor-state groups, GraphGPO's graph, HGPO's context groups, Tree-GRPO's subtrees), with GRPO as the
+baseline; each runs on the chains and on the trees (on chains ``tree_grpo`` is GRPO)."""
+#: what ``CRITIC_ESTIMATORS`` read that ``evaluate`` fills from the tabular critic (chains only)
+CRITIC_ESTIMATORS = ("step_gae", "spa")
+
+
+def estimators_for(env: str, table: dict[str, dict] | None = None) -> dict[str, dict]:
+    """``table`` (default :data:`ESTIMATORS`) with GraphGPO's ω preset for ``env`` (``"sokoban"`` or ``"alfworld"``)."""
+    return {**(ESTIMATORS if table is None else table), "graphgpo": {"omega": env}}
+
+
+@dataclass
+class OracleStep:
+    """A noisy oracle's response: the action, the entropy of the oracle's action distribution in that state
+    (what the entropy tree schedule branches on) and, where the oracle knows it, the step's ground truth."""
+
+    text: str
+    entropy: float
+    gt: float = float("nan")
+
+
 def noisy_entropy(epsilon: float, greedy: list[str], actions: list[str]) -> float:
     """Entropy (nats, ``scipy.stats.entropy``) of the ε-noisy choice: with probability 1 − ε uniform over
     ``greedy``, with probability ε uniform over ``actions``."""
@@ -97,74 +129,98 @@ def noisy_entropy(epsilon: float, greedy: list[str], actions: list[str]) -> floa
     return float(entropy(list(probs.values())))
 
 
-def estimators_for(env: str) -> dict[str, dict]:
-    """:data:`ESTIMATORS` with GraphGPO's ω preset for ``env`` (``"sokoban"`` or ``"alfworld"``)."""
-    return {**ESTIMATORS, "graphgpo": {"omega": env}}
+def sokoban_oracle(env: Any, epsilon: float, seed: int):
+    """Each member's ε-noisy solver (:class:`~agentgym_credit.envs.sokoban.EpsilonOraclePolicy`, seeded
+    ``seed · 100003 + member``) as a tree-rollout policy; the entropy is that of its action distribution,
+    ε/4 on every move plus (1 − ε) spread over the optimal ones."""
+    members = env.unwrapped.members
+    policies = [EpsilonOraclePolicy(epsilon, seed=seed * 100_003 + i) for i in range(env.num_envs)]
+
+    def policy(obs: list[Any], ids: list[int], infos: list[dict[str, Any]]) -> list[OracleStep]:
+        out = []
+        for i in ids:
+            member = members[i].unwrapped
+            optimal = member.solver.optimal_actions(member.room_state) or list(ACTIONS)
+            out.append(OracleStep(policies[i].act(member), noisy_entropy(epsilon, optimal, list(ACTIONS))))
+        return out
+
+    return policy
+
+
+def alfworld_oracle(env: Any, epsilon: float, seed: int):
+    """The ε-noisy planner (the planner's next command, a random admissible command with probability ε) as a
+    tree-rollout policy; the ground truth is +1 for the planner's command, −1 otherwise."""
+    members = env.unwrapped.members
+    rng = np.random.default_rng(seed)
+
+    def policy(obs: list[Any], ids: list[int], infos: list[dict[str, Any]]) -> list[OracleStep]:
+        out = []
+        for i, info in zip(ids, infos, strict=True):
+            expert = members[i].unwrapped.expert_next_action()
+            admissible = list(info.get("admissible_actions", [])) or [expert or "look"]
+            explore = expert is None or rng.random() < epsilon
+            action = admissible[rng.integers(len(admissible))] if explore else expert
+            h = noisy_entropy(epsilon, [expert] if expert else admissible, admissible)
+            out.append(OracleStep(action, h, 1.0 if action == expert else -1.0))
+        return out
+
+    return policy
+
+
+@dataclass
+class Played:
+    """A rollout of the benchmark: the batch, each row's ground truth and the rollout's statistics."""
+
+    batch: StepBatch
+    gt: np.ndarray
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def play(env: str, epsilon: float, groups: int, group_size: int, seed: int, schedule: TreeSchedule | None = None,
+         **env_kwargs: Any) -> Played:
+    """Roll out the ε-oracle on ``groups`` tasks of ``env`` (``"sokoban"`` or ``"alfworld"``): ``group_size``
+    chains per task, or trees grown by ``schedule`` on the task's ``group_size`` members
+    (:func:`~agentgym_credit.baselines.tree_rollout.grow_trees`).
+
+    Sokoban's ground truth is ``d(s) − d(s')`` from the solver's optimal distances (−2 into a dead end, NaN
+    from one); ALFWorld's ±1 from the planner.
+    """
+    env_id = "Sokoban-Group-v0" if env == "sokoban" else "ALFWorld-Group-v0"
+    vec = gym.make_vec(env_id, num_envs=groups * group_size, group_size=group_size,
+                       vectorization_mode="vector_entry_point", **env_kwargs)
+    rec = RecordStepBatch(vec, info_keys=("optimal_distance",) if env == "sokoban" else ())
+    oracle = sokoban_oracle if env == "sokoban" else alfworld_oracle
+    chains = TreeSchedule(trees=group_size, rounds=0)  # every member one episode from the task's start
+    try:
+        with tqdm(desc=f"{env} ε={epsilon}", leave=False) as bar:
+            grown = grow_trees(rec, oracle(vec, epsilon, seed), schedule or chains, seed=seed,
+                               rng=np.random.default_rng([seed, 1]), on_step=lambda k, n: bar.update(1))
+        batch = rec.batch()
+        extras = rec.recorder.extras(batch)
+    finally:
+        vec.close()
+    if env == "sokoban":
+        d_before = extras["optimal_distance_before"].astype(float)
+        d_after = extras["optimal_distance"].astype(float)
+        with np.errstate(invalid="ignore"):
+            gt = np.where(np.isinf(d_after), -2.0, d_before - d_after)
+        gt[np.isinf(d_before)] = np.nan
+    else:
+        gt = np.array([grown.outputs[(int(tr), int(t))].gt for tr, t in zip(batch.traj, batch.t, strict=True)])
+    return Played(batch, gt, grown.stats)
 
 
 def rollout_alfworld(epsilon: float, groups: int, group_size: int, seed: int, max_steps: int = 30,
                      task_types: list[str] | None = None) -> tuple[StepBatch, np.ndarray]:
     """ε-planner rollouts of ALFWorld groups; gt = +1 if the command was the planner's next one, else −1."""
-    env = gym.make_vec("ALFWorld-Group-v0", num_envs=groups * group_size, group_size=group_size,
-                       vectorization_mode="vector_entry_point", max_steps=max_steps, task_types=task_types)
-    rec = RecordStepBatch(env)
-    rng = np.random.default_rng(seed)
-    _, infos = rec.reset(seed=seed)
-    members = env.unwrapped.members
-    gt_by_step: dict[tuple[int, int], float] = {}
-    step_of = np.zeros(env.num_envs, dtype=int)
-    with tqdm(desc=f"alfworld ε={epsilon}", leave=False) as bar:
-        while not env.unwrapped.finished.all():
-            done = env.unwrapped.finished
-            actions = []
-            uncertainty = np.zeros(env.num_envs)  # the policy's entropy at each member's state (EMPG)
-            for i in range(env.num_envs):
-                if done[i]:
-                    actions.append("")
-                    continue
-                expert = members[i].unwrapped.expert_next_action()
-                admissible = list(member_info(infos, i).get("admissible_actions", [])) or [expert or "look"]
-                explore = expert is None or rng.random() < epsilon
-                action = admissible[rng.integers(len(admissible))] if explore else expert
-                uncertainty[i] = noisy_entropy(epsilon, [expert] if expert else admissible, admissible)
-                traj = rec.recorder.member_traj[i]
-                gt_by_step[(traj, int(step_of[i]))] = 1.0 if action == expert else -1.0
-                step_of[i] += 1
-                actions.append(action)
-            _, _, _, _, infos = rec.step(actions, entropy=uncertainty)
-            bar.update(1)
-    batch = rec.batch()
-    env.close()
-    gt = np.array([gt_by_step[(int(tr), int(t))] for tr, t in zip(batch.traj, batch.t, strict=True)])
-    return batch, gt
+    out = play("alfworld", epsilon, groups, group_size, seed, max_steps=max_steps, task_types=task_types)
+    return out.batch, out.gt
 
 
 def rollout(epsilon: float, groups: int, group_size: int, seed: int, **env_kwargs) -> tuple[StepBatch, np.ndarray]:
     """Roll out ε-oracle Sokoban groups; return the batch and the ground-truth step quality per row."""
-    env = gym.make_vec("Sokoban-Group-v0", num_envs=groups * group_size, group_size=group_size,
-                       vectorization_mode="vector_entry_point", **env_kwargs)
-    rec = RecordStepBatch(env, info_keys=("optimal_distance",))
-    policies = [EpsilonOraclePolicy(epsilon, seed=seed * 100_003 + i) for i in range(env.num_envs)]
-    rec.reset(seed=seed)
-    members = env.unwrapped.members
-    while not env.unwrapped.finished.all():
-        done = env.unwrapped.finished
-        uncertainty = np.zeros(env.num_envs)  # the policy's entropy at each member's state (EMPG)
-        for i in np.flatnonzero(~done):
-            room = members[i].unwrapped
-            uncertainty[i] = noisy_entropy(epsilon, room.solver.optimal_actions(room.room_state) or list(ACTIONS),
-                                           list(ACTIONS))
-        actions = ["" if done[i] else policies[i].act(members[i].unwrapped) for i in range(env.num_envs)]
-        rec.step(actions, entropy=uncertainty)
-    batch = rec.batch()
-    extras = rec.recorder.extras(batch)
-    env.close()
-    d_before = extras["optimal_distance_before"].astype(float)
-    d_after = extras["optimal_distance"].astype(float)
-    with np.errstate(invalid="ignore"):
-        gt = np.where(np.isinf(d_after), -2.0, d_before - d_after)
-    gt[np.isinf(d_before)] = np.nan
-    return batch, gt
+    out = play("sokoban", epsilon, groups, group_size, seed, **env_kwargs)
+    return out.batch, out.gt
 
 
 def tabular_critic(batch: StepBatch, gamma: float = 0.99, rewards: np.ndarray | None = None,
@@ -210,12 +266,16 @@ def evaluate(batch: StepBatch, gt: np.ndarray, estimators: dict[str, dict] | Non
     Returns:
         One row per estimator: ``estimator``, ``spearman``, ``pairwise`` and ``sign``.
     """
-    value, progress = tabular_critic(batch)
-    full = batch.with_columns(value=value, progress=progress)
+    estimators = ESTIMATORS if estimators is None else estimators
+    names = {spec.get("estimator", label) for label, spec in estimators.items()}
+    full = batch
+    if names & set(CRITIC_ESTIMATORS):  # the tabular critic walks chains
+        value, progress = tabular_critic(batch)
+        full = batch.with_columns(value=value, progress=progress)
     # SPA's critic regresses the fused-reward returns, so GAE over fused rewards uses that critic
     mask = np.isfinite(gt)
     rows = []
-    for label, spec in (ESTIMATORS if estimators is None else estimators).items():
+    for label, spec in estimators.items():
         params = dict(spec)
         name = params.pop("estimator", label)
         target = full
@@ -255,19 +315,29 @@ def plot(results: list[dict], path: Path, title: str) -> None:
     fig.suptitle(f"Step credit vs. ground truth on {title}")
     # one legend for the three panels, in its own row under the title: inside a panel it covered bars
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=len(epsilons), frameon=False)
-    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    columns = min(len(epsilons), 5)  # chains vs trees: two rows of five
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.93), ncol=columns, frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.88 - 0.05 * (-(-len(epsilons) // columns) - 1)))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def column_legend(env: str) -> list[str]:
-    """One line per column of the results table, printed (and written) under it."""
+def column_legend(env: str, tree: bool = False) -> list[str]:
+    """One line per column of the results table (``tree``: of the chains-vs-trees table), printed (and written)
+    under it."""
     truth = "+1 for the planner's next command, -1 for any other"
     if env == "sokoban":
         truth = "the solver's moves-to-solved before minus after the move; -2 into a dead end"
+    rollout = [
+        "rollout: chain (every member one episode from the task's start) or tree (members forked mid-episode).",
+        "steps: agent steps played (a shared prefix step once); budget/task: the trees' cap of agent steps per task.",
+        "episodes: finished episodes (a tree's leaves); success: the share of them that solved the task.",
+        "steps in a group ≥ 2: the share of steps taken from a state that another step of its task group was also "
+        "taken from (an anchor-state group of two or more).",
+    ] if tree else []
     return [
         "ε: the probability that the rolled-out policy plays a random action instead of the oracle's.",
+        *rollout,
         "estimator: the credit estimator, with the parameters listed at the top of "
         "agentgym_credit/evaluation/credit_quality.py.",
         f"Spearman ρ: rank correlation of each step's advantage with its ground-truth quality ({truth}); "
@@ -298,9 +368,64 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
                          "for pick_and_place_simple and look_at_obj_in_light, seconds per state for the others).")
     ap.add_argument("--reward", choices=["shaped", "sparse"], default="shaped",
                     help="Sokoban reward: gym-sokoban's shaped reward (the papers' code) or 10 × solved.")
+    ap.add_argument("--rollout", choices=["chain", "tree"], default="chain",
+                    help="chain: every estimator on chains; tree: chains and trees on the same tasks at an equal "
+                         "budget of agent steps, for the estimators that accept trees.")
+    ap.add_argument("--schedule", choices=TREE_SCHEDULES, default="fixed",
+                    help="--rollout tree: Tree-GRPO's random nodes (fixed) or the oracle's uncertain steps "
+                         "(entropy).")
+    ap.add_argument("--trees", type=int, default=2, help="--rollout tree: M, trees per task.")
+    ap.add_argument("--expand", type=int, default=2,
+                    help="--rollout tree, fixed schedule: N, nodes per tree and round.")
+    ap.add_argument("--margin", type=float, default=0.1,
+                    help="--rollout tree, entropy schedule: nats above the running mean that fork a step.")
+    ap.add_argument("--children", type=int, default=2, help="--rollout tree, entropy schedule: forks per step.")
     ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
                     help=f"folder for the table, its CSV and its figure (default {default_out}).")
     return ap
+def share_grouped(batch: StepBatch) -> float:
+    """The share of the steps that fall in a step group of two or more: steps from the same state (identical
+    anchor text) of the same task group, GiGPO's anchor-state groups (a singleton group gives no step-level
+    comparison)."""
+    if not len(batch):
+        return 0.0
+    sid = ExactMatcher().match(batch).state
+    return float((np.bincount(sid)[sid] > 1).mean())
+
+
+def compare_rollouts(env: str, epsilon: float, groups: int, group_size: int, seed: int, schedule: TreeSchedule,
+                     estimators: dict[str, dict], **env_kwargs: Any) -> list[dict]:
+    """Chains and trees on the same tasks at an equal budget of agent steps, scored against the ground truth.
+
+    The chains (``group_size`` per task) are played first; the trees then get, per task, the chains' mean number
+    of steps per task (rounded down; at least what the first ``schedule.trees`` chains may take,
+    ``trees × max_steps``) as their budget.
+
+    Returns:
+        One row per rollout and estimator: ``rollout``, ``rows`` (agent steps), ``budget``, ``episodes``,
+        ``success`` (over episodes), ``grouped`` (:func:`share_grouped`), ``forks``, then the estimator's
+        ``spearman``, ``pairwise`` and ``sign``.
+    """
+    chains = play(env, epsilon, groups, group_size, seed, **env_kwargs)
+    budget = max(len(chains.batch) // groups, schedule.trees * int(chains.stats["max_steps"]))
+    trees = play(env, epsilon, groups, group_size, seed, replace(schedule, budget=budget), **env_kwargs)
+    rows = []
+    for label, played, cap in (("chain", chains, None), ("tree", trees, budget)):
+        batch = played.batch
+        won = batch.success[batch.done]
+        info = {"rollout": label, "rows": len(batch), "budget": cap, "episodes": int(batch.num_leaves),
+                "success": float(won.mean()), "grouped": share_grouped(batch), "forks": played.stats.get("forks", 0.0)}
+        rows += [{**info, **row} for row in evaluate(batch, played.gt, estimators)]
+    return rows
+
+
+def _write(results: list[dict], out: Path, stem: str, title: str, text: str, lines: list[str]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.md").write_text(text + "\n\n" + "\n".join(lines) + "\n")
+    with open(out / f"{stem}.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(results[0]))
+        writer.writeheader()
+        writer.writerows(results)
 
 
 def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> list[dict]:
@@ -313,45 +438,64 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
 
     Returns:
         One row per ε and estimator: ``epsilon``, ``rows``, ``success``, ``estimator``, ``spearman``,
-        ``pairwise``, ``sign``.
+        ``pairwise``, ``sign``; with ``--rollout tree`` one per ε, rollout (chain, tree) and estimator, with
+        the columns of :func:`compare_rollouts`.
     """
     ap = build_parser(default_out, prog)
     args = ap.parse_args(argv)
-    estimators = estimators_for(args.env)
+    tree = args.rollout == "tree"
+    estimators = estimators_for(args.env, TREE_ESTIMATORS if tree else None)
+    env_kwargs: dict[str, Any] = ({"max_steps": args.max_steps, "task_types": args.task_types}
+                                  if args.env == "alfworld" else {"reward": args.reward})
+    schedule = TreeSchedule(schedule=args.schedule, trees=args.trees, expand=args.expand, rounds=None,
+                            margin=args.margin, children=args.children)  # budget: compare_rollouts
     results = []
     for eps in tqdm(args.epsilons, desc="credit quality (ε)"):
-        if args.env == "alfworld":
-            batch, gt = rollout_alfworld(eps, args.groups, args.group_size, args.seed, args.max_steps,
-                                         args.task_types)
-        else:
-            batch, gt = rollout(eps, args.groups, args.group_size, args.seed, reward=args.reward)
-        for row in evaluate(batch, gt, estimators):
+        if tree:
+            results += [{"epsilon": eps, **row} for row in compare_rollouts(
+                args.env, eps, args.groups, args.group_size, args.seed, schedule, estimators, **env_kwargs)]
+            continue
+        played = play(args.env, eps, args.groups, args.group_size, args.seed, **env_kwargs)
+        batch = played.batch
+        for row in evaluate(batch, played.gt, estimators):
             results.append({"epsilon": eps, "rows": len(batch), "success": float(batch.traj_success.mean()), **row})
-    lines = ["| ε | estimator | Spearman ρ | pairwise acc. | sign acc. |", "|---:|---|---:|---:|---:|"]
-    for r in results:
-        lines.append(f"| {r['epsilon']} | {r['estimator']} | {r['spearman']:.3f} | {r['pairwise']:.3f} | {r['sign']:.3f} |")
-    table = "\n".join(lines)
-    head = ", ".join(f"ε={e}: {n} steps, success {s:.0%}" for e, n, s in
-                     sorted({(r['epsilon'], r['rows'], r['success']) for r in results}))
-    legend = column_legend(args.env)
-    print(head)
-    print(table)
-    print("\n".join(legend))
-    args.out.mkdir(parents=True, exist_ok=True)
     stem = "credit_quality" if args.env == "sokoban" else f"credit_quality_{args.env}"
     if args.env == "sokoban" and args.reward != "shaped":
         stem += f"_{args.reward}"
     title = (f"Sokoban-Group-v0 (6×6, 1 box, {args.reward} reward)" if args.env == "sokoban"
              else "ALFWorld-Group-v0 (shipped train games" + (f": {', '.join(args.task_types)})" if args.task_types
                                                                else ")"))
-    (args.out / f"{stem}.md").write_text(
-        f"Credit quality on {title}, {args.groups} groups × {args.group_size}, "
-        f"seed {args.seed}. {head}.\n\n{table}\n\n" + "".join(f"- {line}\n" for line in legend))
-    with open(args.out / f"{stem}.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(results[0]))
-        writer.writeheader()
-        writer.writerows(results)
-    plot(results, args.out / f"{stem}.png", title)
+    if tree:
+        stem += "_tree" if args.schedule == "fixed" else "_tree_entropy"
+        lines = ["| ε | rollout | steps | budget/task | episodes | success | steps in a group ≥ 2 | estimator | "
+                 "Spearman ρ | pairwise acc. | sign acc. |", "|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+        for r in results:
+            lines.append(f"| {r['epsilon']} | {r['rollout']} | {r['rows']} | {r['budget'] or '–'} | {r['episodes']} | "
+                         f"{r['success']:.0%} | {r['grouped']:.3f} | {r['estimator']} | {r['spearman']:.3f} | "
+                         f"{r['pairwise']:.3f} | {r['sign']:.3f} |")
+        shape = (f"{args.trees} trees per task, " + (f"{args.expand} random nodes per tree and round (Tree-GRPO)"
+                 if args.schedule == "fixed" else f"forks of {args.children} where the oracle's entropy exceeds "
+                 f"the running mean by {args.margin} nats (ARPO)"))
+        head = (f"Chains vs trees on {title}, {args.groups} tasks, seed {args.seed}: {args.group_size} chains per "
+                f"task, or {shape} on the task's {args.group_size} members, rounds until the budget is spent; the "
+                "trees' budget per task is the chains' mean steps per task")
+    else:
+        lines = ["| ε | estimator | Spearman ρ | pairwise acc. | sign acc. |", "|---:|---|---:|---:|---:|"]
+        for r in results:
+            lines.append(f"| {r['epsilon']} | {r['estimator']} | {r['spearman']:.3f} | {r['pairwise']:.3f} | "
+                         f"{r['sign']:.3f} |")
+        summary = ", ".join(f"ε={e}: {n} steps, success {s:.0%}" for e, n, s in
+                            sorted({(r['epsilon'], r['rows'], r['success']) for r in results}))
+        head = f"Credit quality on {title}, {args.groups} groups × {args.group_size}, seed {args.seed}. {summary}."
+        print(summary)
+    legend = column_legend(args.env, tree)
+    print("\n".join(lines))
+    print("\n".join(legend))
+    _write(results, args.out, stem, title, head, [*lines, "", *(f"- {line}" for line in legend)])
+    if tree:
+        labelled = [{**r, "epsilon": f"{r['epsilon']} {r['rollout']}"} for r in results]
+        plot(labelled, args.out / f"{stem}.png", f"{title}: chains vs trees")
+    else:
+        plot(results, args.out / f"{stem}.png", title)
     print(f"table: {args.out / (stem + '.md')}\nplot:  {args.out / (stem + '.png')}")
     return results
-

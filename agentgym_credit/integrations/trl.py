@@ -21,6 +21,11 @@ in the bundled trainer.
 The training dataset only supplies reset seeds (:func:`seed_dataset`): one rollout per generation batch,
 reset with the ``seed`` of the batch's first row.
 
+Tree rollouts (``tree=TreeSchedule(...)``, :mod:`agentgym_credit.baselines.tree_rollout`: Tree-GRPO's fixed
+schedule or ARPO's entropy-triggered one, within a budget of agent steps per group) give a tree batch whose
+shared prefix steps are single rows, so TRL gets each step as one sample and trains it once (with an estimator
+that accepts trees, e.g. ``tree_grpo``).
+
 Example:
     >>> from agentgym_credit.baselines.policy import load_policy
     >>> from agentgym_credit.integrations.trl import StepCreditGRPOTrainer, seed_dataset, step_credit_config
@@ -42,8 +47,9 @@ import torch
 
 from agentgym_credit.baselines.generation import HFGenerator
 from agentgym_credit.baselines.policy import Policy
-from agentgym_credit.baselines.rollout import Rollout, collect_rollout, make_group_env
-from agentgym_credit.credit.registry import Credit, assign_credit, check_estimator
+from agentgym_credit.baselines.rollout import Rollout, collect_rollout, collect_tree_rollout, make_group_env
+from agentgym_credit.baselines.tree_rollout import TreeSchedule
+from agentgym_credit.credit.registry import Credit, accepts_trees, assign_credit, check_estimator
 
 try:  # TRL is an optional dependency (the ``trl`` extra)
     from trl import GRPOConfig, GRPOTrainer
@@ -141,14 +147,17 @@ class StepCreditGRPOTrainer(GRPOTrainer):
             estimator's advantages by the step entropy, as EMPG).
         env_kwargs: forwarded to ``gym.make_vec`` (e.g. ``{"max_steps": 10}``).
         stop: strings that end a response (kept in it).
+        tree: grow trees instead of chains (:class:`~agentgym_credit.baselines.tree_rollout.TreeSchedule`; the
+            group's ``group_size`` members are the slots its trees are played on).
         **kwargs: ``GRPOTrainer``'s arguments (``model``, ``processing_class``, ``args``,
             ``train_dataset`` …); ``reward_funcs`` is not accepted (rewards come from the env).
 
     Raises:
         ValueError: a ``GRPOConfig`` this trainer cannot honour (``num_iterations`` ≠ 1, or
             ``steps_per_generation`` ≠ ``gradient_accumulation_steps``: old log-probabilities are the
-            current model's, as in TRL's on-policy path), or an estimator that reads a critic's values or
-            a progress estimate (``step_gae``, ``spa``).
+            current model's, as in TRL's on-policy path), an estimator that reads a critic's values or
+            a progress estimate (``step_gae``, ``spa``), or tree rollouts with an estimator that does not
+            accept trees (or a bad ``tree`` schedule).
     """
 
     def __init__(
@@ -161,6 +170,7 @@ class StepCreditGRPOTrainer(GRPOTrainer):
         estimator_params: dict[str, Any] | None = None,
         env_kwargs: dict[str, Any] | None = None,
         stop: tuple[str, ...] = ("</action>",),
+        tree: TreeSchedule | None = None,
         **kwargs: Any,
     ) -> None:
         if "reward_funcs" in kwargs:
@@ -175,6 +185,15 @@ class StepCreditGRPOTrainer(GRPOTrainer):
                 "(it records rewards and the step entropy, no critic values or progress); use the bundled "
                 "trainer (agc train) for step_gae / spa"
             )
+        if tree is not None:
+            tree.validate()
+            if tree.trees > group_size:
+                raise ValueError(f"tree.trees={tree.trees} exceeds group_size={group_size}: each tree starts on its "
+                                 "own member")
+            if not accepts_trees(estimator):
+                raise ValueError(f"tree rollouts record tree batches, which estimator {estimator!r} does not accept; "
+                                 "choose one that does (e.g. tree_grpo, gigpo, grpo)")
+        self.tree = tree
         super().__init__(reward_funcs=[env_step_reward], **kwargs)
         if self.num_iterations != 1 or self.args.steps_per_generation != self.args.gradient_accumulation_steps:
             raise ValueError(
@@ -194,7 +213,10 @@ class StepCreditGRPOTrainer(GRPOTrainer):
         policy = Policy(model, tok, "trl", chat=bool(getattr(tok, "chat_template", None)))
         generator = HFGenerator(policy, max_new_tokens=self.max_completion_length,
                                 temperature=self.temperature, stop=self._stop)
-        rollout = collect_rollout(self.env, generator, seed=seed)
+        if self.tree is not None:
+            rollout = collect_tree_rollout(self.env, generator, self.tree, seed=seed)
+        else:
+            rollout = collect_rollout(self.env, generator, seed=seed)
         credit = assign_credit(rollout.batch, self.estimator, **self.estimator_params)
         self.last_rollout, self.last_credit = rollout, credit
         out: dict[str, Any] = rollout_to_samples(

@@ -415,3 +415,23 @@ def test_llm_compare_merges_a_trainer_field_given_by_flag_with_the_same_field_gi
     with pytest.raises(SystemExit) as stop:  # a field not recorded per environment is compared as given
         bench.main(["--merge", str(by_env), str(other), "--stem", "n"])
     assert stop.value.code == 2 and "differ in train" in capsys.readouterr().err
+
+
+def test_llm_compare_run_labels_name_the_rollout_and_the_runs_own_parameters():
+    bench = _load("llm_compare")
+    assert bench.parse_label("gigpo") == ("gigpo", "chain", {}, {})
+    assert bench.parse_label("gigpo@tree") == ("gigpo", "tree", {}, {})
+    assert bench.parse_label("tree_grpo@tree:prefix=sum,norm=none") == ("tree_grpo", "tree", {},
+                                                                         {"prefix": "sum", "norm": "none"})
+    # a variant (EMPG over gigpo) on trees with its own parameter: the variant's parameters apart from the label's
+    assert bench.parse_label("empg_gigpo@tree:k=2") == ("empg", "tree", {"base": "gigpo"}, {"k": 2})
+    rows = [{"env": "E", "estimator": label, "seed": 0, "iter": it, "eval_success": s}
+            for label in ("grpo", "gigpo@tree") for it, s in ((0, 0.3), (2, 0.5))]
+    train = [{"env": "E", "estimator": label, "iter": it, "train_steps": steps}
+             for label, steps in (("grpo", 90), ("grpo", 100), ("gigpo@tree", 96), ("gigpo@tree", 96))
+             for it in (1,)]
+    lines = bench.summarize(rows, {"E": {"start": {"success_rate": 0.3}}}, train)
+    assert lines[0].endswith("agent steps / iteration |")
+    assert lines[2].endswith("| 95.0 |") and lines[3].endswith("| 96.0 |")
+    chains_only = bench.summarize(rows[:2], {"E": {"start": {"success_rate": 0.3}}}, train)
+    assert not chains_only[0].endswith("iteration |")

@@ -148,3 +148,20 @@ def test_only_trajectory_mean_balances_a_groups_episode_advantages():
     assert adv[0] > 0 > adv[1]
     assert adv.mean() < -0.3  # step-mean: the lost episode's four steps win
     assert float(trajectory_weights(batch.traj) @ adv) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_trajectory_mean_on_a_tree_counts_each_root_to_leaf_path_once():
+    from agentgym_credit.baselines.losses import path_weights, step_weights
+    from agentgym_credit.records import Step, StepBatch, Trajectory
+
+    # segment 0: steps t=0, 1 (a leaf); segment 1 continues step t=0 of segment 0 with t=1, 2
+    batch = StepBatch.from_trajectories([
+        Trajectory(0, [Step("s", "a", "u", 0.0), Step("u", "b", "v", 1.0)], True, traj=0),
+        Trajectory(0, [Step("s", "c", "w", 0.0), Step("w", "d", "x", 0.0)], False, traj=1, parent=(0, 0)),
+    ])
+    np.testing.assert_allclose(path_weights(batch), [1 / 2 + 1 / 3, 1 / 2, 1 / 3, 1 / 3])
+    np.testing.assert_allclose(step_weights(batch, np.arange(4)), np.array([5 / 6, 1 / 2, 1 / 3, 1 / 3]) / 2)
+    part = step_weights(batch, np.array([1, 2]))
+    assert part.sum() == pytest.approx(1.0) and part[0] > part[1]
+    chains = batch.as_paths()
+    np.testing.assert_allclose(step_weights(chains, np.arange(len(chains))), trajectory_weights(chains.traj))

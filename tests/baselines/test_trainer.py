@@ -11,6 +11,7 @@ import torch
 
 import agentgym_credit.baselines.trainer as trainer_mod
 from agentgym_credit.baselines.config import TrainConfig
+from agentgym_credit.baselines.losses import trajectory_weights
 from agentgym_credit.baselines.policy import load_policy, response_logprobs
 from agentgym_credit.baselines.train_cli import build_parser, main
 from agentgym_credit.baselines.trainer import Trainer, train
@@ -327,7 +328,7 @@ def test_trajectory_mean_counts_each_trajectory_once_whatever_the_micro_batches(
         assert stats["optimizer_steps"] == 1.0
         updates.append((stats, {k: v - state[k] for k, v in trainer.policy.model.state_dict().items()}))
     (whole, d_whole), (split, d_split) = updates
-    weights = trainer_mod.trajectory_weights(batch.traj)
+    weights = trajectory_weights(batch.traj)
     assert float(weights @ adv) == pytest.approx(0.0, abs=1e-9)
     assert whole["pg_loss"] == pytest.approx(0.0, abs=1e-4)  # the sampler's and the trainer's log-probs agree to ~1e-6
     assert float(adv.mean()) < -0.02  # a per-step average would push the lost episodes' extra steps down
@@ -507,3 +508,69 @@ def test_old_logprobs_are_the_samplers_with_hf_and_recomputed_by_the_trained_mod
     for ours, theirs in zip(recomputed, sampled, strict=True):
         np.testing.assert_allclose(ours.numpy(), theirs, atol=1e-5)  # the model's own log-probs, not -9
     trainer.env.close()
+
+
+def test_agc_train_rollout_tree_trains_each_step_once(tmp_path, cache_dir, monkeypatch):
+    """``--rollout tree``: the update's rows are the tree batch's, one per agent step played (a shared prefix
+    step is forwarded and trained once), within the step budget; the metrics count the leaves."""
+    forwarded: list[int] = []
+    real = trainer_mod.response_logprobs
+
+    def counting(model, prompts, responses, **kwargs):
+        if model.training:
+            forwarded.append(len(prompts))
+        return real(model, prompts, responses, **kwargs)
+
+    monkeypatch.setattr(trainer_mod, "response_logprobs", counting)
+    seen = []
+    real_assign = Trainer.assign_credit
+    monkeypatch.setattr(Trainer, "assign_credit", lambda self, rollout: seen.append(rollout) or real_assign(self, rollout))
+    out = tmp_path / "run"
+    assert main(["--env", "Sokoban-Group-v0", "--estimator", "tree_grpo", "--model", "tiny", "--iters", "1",
+                 "--out-dir", str(out), "--cache-dir", str(cache_dir), "--groups", "2", "--group-size", "3",
+                 "--rollout", "tree", "--trees", "2", "--expand-nodes", "2", "--expand-rounds", "0",
+                 "--step-budget", "12", "--max-new-tokens", "8", "--env-kwarg", "max_steps=3",
+                 "--micro-batch-size", "64", "--no-shuffle", "--param", "prefix=sum", "--no-progress-bar"]) == 0
+    (rollout,) = seen
+    batch = rollout.batch
+    assert batch.is_tree and np.bincount(batch.group - batch.group.min()).max() <= 12
+    metrics = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
+    assert metrics["steps"] == len(batch) and metrics["forks"] >= 1
+    assert metrics["mean_steps"] == pytest.approx(batch.tree_paths().lengths.mean())
+    assert sum(forwarded) == metrics["distinct_rows"] <= len(batch)  # no step forwarded once per path
+    assert json.loads((out / "config.json").read_text())["rollout"] == "tree"
+
+
+def test_tree_rollouts_with_the_entropy_schedule_and_trajectory_mean(tiny_config, monkeypatch):
+    trainer = Trainer(tiny_config(estimator="gigpo", rollout="tree", tree_schedule="entropy", group_size=3,
+                                  trees=2, entropy_margin=0.0, branch_children=1, loss_agg="trajectory-mean"))
+    real = trainer.generator.generate
+
+    def with_entropy(prompts, seed=None):  # each response's entropy: its mean negative log-prob
+        out = real(prompts, seed=seed)
+        for g in out:
+            g.entropy = float(-np.mean(g.logprobs)) if len(g.logprobs) else 0.0
+        return out
+
+    monkeypatch.setattr(trainer.generator, "generate", with_entropy)
+    try:
+        metrics = trainer.iterate(0)
+    finally:
+        trainer.env.close()
+    batch = trainer.last_batch
+    assert batch.entropy is not None and metrics["forks"] >= 1 and batch.is_tree
+    assert metrics["optimizer_steps"] >= 1 and np.isfinite(metrics["loss"])
+
+
+def test_tree_rollout_settings_are_checked():
+    with pytest.raises(ValueError, match="does not accept"):
+        TrainConfig(rollout="tree", estimator="step_gae").validate()
+    with pytest.raises(ValueError, match="exceeds group_size"):
+        TrainConfig(rollout="tree", estimator="tree_grpo", trees=5, group_size=4).validate()
+    with pytest.raises(ValueError, match="step_budget"):
+        TrainConfig(rollout="tree", estimator="tree_grpo", expand_rounds=0).validate()
+    with pytest.raises(ValueError, match="expand_nodes must be"):
+        TrainConfig(rollout="tree", estimator="tree_grpo", expand_nodes=0).validate()
+    with pytest.raises(ValueError, match="rollout"):
+        TrainConfig(rollout="forest").validate()
+    TrainConfig(rollout="tree", estimator="tree_grpo", step_budget=64, expand_rounds=0).validate()

@@ -551,3 +551,27 @@ def test_a_node_snapshot_restores_into_members_after_the_chains_ended(num_worker
         assert env.call("value") == before
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_snapshots_of_several_members_come_in_one_request_and_equal_single_snapshots(num_workers):
+    env = GroupVectorEnv(TOY, num_envs=8, group_size=4, max_steps=4, num_workers=num_workers)
+    try:
+        env.reset(seed=3)
+        env.step(["inc", "dec", "inc", "x"] * 2)
+        many = env.snapshots([6, 1, 2])
+        assert [(s.group_id, s.elapsed, s.observation) for s in many] == [
+            (s.group_id, s.elapsed, s.observation) for s in (env.snapshot(6), env.snapshot(1), env.snapshot(2))]
+        with pytest.raises(ValueError, match="more than once"):
+            env.snapshots([1, 1])
+        with pytest.raises(TypeError, match="sequence of member indices"):
+            env.snapshots(3)
+        fresh = GroupVectorEnv(TOY, num_envs=4, group_size=4, max_steps=4, num_workers=num_workers)
+        try:
+            fresh.reset(seed=0, options={"reset_mask": np.array([True, False, False, False])})
+            with pytest.raises(ValueError, match="member 1 has no episode"):
+                fresh.snapshots([0, 1])
+        finally:
+            fresh.close()
+    finally:
+        env.close()

@@ -56,3 +56,34 @@ def test_alfworld_ground_truth_from_the_planner(tmp_path, monkeypatch) -> None:
                                 "--max-steps", "8"], default_out=tmp_path)
     assert (tmp_path / "credit_quality_alfworld.md").exists()
     assert {r["estimator"] for r in rows} == set(credit_quality.ESTIMATORS) and rows[0]["rows"] > 0
+
+
+def test_chains_and_trees_at_an_equal_budget(tmp_path) -> None:
+    rows = credit_quality.main(["--rollout", "tree", "--groups", "4", "--group-size", "6", "--epsilons", "0.3"],
+                               default_out=tmp_path)
+    assert (tmp_path / "credit_quality_tree.md").read_text().startswith("Chains vs trees on Sokoban-Group-v0")
+    assert (tmp_path / "credit_quality_tree.png").stat().st_size > 1000
+    by = {(r["rollout"], r["estimator"]): r for r in rows}
+    assert {e for _, e in by} == set(credit_quality.TREE_ESTIMATORS)
+    chain, tree = by["chain", "grpo"], by["tree", "grpo"]
+    assert tree["rows"] <= tree["budget"] * 4 and tree["forks"] > 0 and chain["budget"] is None
+    assert tree["episodes"] > 4 * 2  # more episodes than its two first chains per task
+    # on chains, tree_grpo is grpo; on trees it differs (shared steps get their subtrees' credit)
+    assert by["chain", "tree_grpo"]["spearman"] == pytest.approx(chain["spearman"])
+    assert all(np.isfinite(r["spearman"]) and 0 <= r["grouped"] <= 1 for r in rows)
+
+
+def test_a_tree_rollout_records_the_ground_truth_of_every_step() -> None:
+    schedule = credit_quality.TreeSchedule(schedule="entropy", trees=2, margin=0.0, children=2, budget=60)
+    played = credit_quality.play("sokoban", 0.3, 2, 4, seed=3, schedule=schedule)
+    batch = played.batch
+    assert batch.is_tree and played.stats["forks"] > 0 and len(played.gt) == len(batch)
+    finite = np.isfinite(played.gt)
+    assert finite.mean() > 0.5 and set(np.unique(played.gt[finite])) <= {-2.0, -1.0, 0.0, 1.0}
+    # the ground truth is a function of the state and the move: the same wherever a segment starts
+    seen: dict[tuple[str, str], float] = {}
+    for state, action, gt in zip(batch.state, batch.action, played.gt, strict=True):
+        if np.isfinite(gt):
+            assert seen.setdefault((state, action), gt) == gt
+    forked = batch.parent != batch.traj
+    assert np.isfinite(played.gt[forked & (batch.t > 0)]).any()

@@ -20,21 +20,27 @@ from agentgym_credit.integrations.trl import (  # noqa: E402
 from tests.baselines.conftest import _one_thread  # noqa: E402, F401  (one torch thread, autouse)
 
 
-def _trainer(tmp_path, estimator="gigpo", estimator_params=None, **config):
+def _trainer(tmp_path, estimator="gigpo", estimator_params=None, group_size=2, tree=None, **config):
     policy = load_policy("tiny", cache_dir=tmp_path / "cache", seed=0)
     config = {"max_steps": 2, **config}
     args = step_credit_config(output_dir=str(tmp_path / "out"), max_completion_length=8, learning_rate=1e-3, seed=0,
                               **config)
     return policy, StepCreditGRPOTrainer(
         model=policy.model, processing_class=policy.tokenizer, args=args, train_dataset=seed_dataset(4),
-        env_id="Sokoban-Group-v0", groups=2, group_size=2, estimator=estimator, estimator_params=estimator_params,
-        env_kwargs={"max_steps": 3},
+        env_id="Sokoban-Group-v0", groups=2, group_size=group_size, estimator=estimator,
+        estimator_params=estimator_params, env_kwargs={"max_steps": 3}, tree=tree,
     )
 
 
-def test_trl_trains_on_steps_with_estimator_advantages(tmp_path):
-    policy, trainer = _trainer(tmp_path, gradient_accumulation_steps=2, steps_per_generation=2)
-    before = [p.detach().clone() for p in policy.model.parameters()]
+def _train_two_updates(trainer):
+    try:
+        result = trainer.train()
+    finally:
+        trainer.close()
+    assert trainer.state.global_step == 2 and np.isfinite(result.training_loss)
+
+
+def _spy(trainer):
     seen = []
     original = trainer._generate_and_score_completions
 
@@ -44,11 +50,14 @@ def test_trl_trains_on_steps_with_estimator_advantages(tmp_path):
         return out
 
     trainer._generate_and_score_completions = spy
-    try:
-        result = trainer.train()
-    finally:
-        trainer.close()
-    assert trainer.state.global_step == 2 and np.isfinite(result.training_loss)
+    return seen
+
+
+def test_trl_trains_on_steps_with_estimator_advantages(tmp_path):
+    policy, trainer = _trainer(tmp_path, gradient_accumulation_steps=2, steps_per_generation=2)
+    before = [p.detach().clone() for p in policy.model.parameters()]
+    seen = _spy(trainer)
+    _train_two_updates(trainer)
     assert len(seen) == 2, "one rollout per optimizer update"
     for rollout, _credit, out in seen:
         n = len(rollout)
@@ -132,3 +141,28 @@ def test_estimators_needing_a_critic_and_off_policy_configs_are_refused(tmp_path
         _trainer(tmp_path, estimator="spa", estimator_params={"mode": "group"})
     with pytest.raises(ValueError, match="on-policy"):
         _trainer(tmp_path, num_iterations=2)
+
+
+def test_trl_trains_tree_rollouts_one_sample_per_step(tmp_path):
+    from agentgym_credit.baselines.tree_rollout import TreeSchedule
+
+    tree = TreeSchedule(trees=2, expand=2, rounds=1, budget=12)
+    policy, trainer = _trainer(tmp_path, estimator="tree_grpo", group_size=3, tree=tree)
+    seen = _spy(trainer)
+    _train_two_updates(trainer)
+    for rollout, _credit, out in seen:
+        batch, n = rollout.batch, len(rollout)
+        assert batch.is_tree and out["advantages"].shape[0] == n == rollout.stats["steps"]
+        assert np.bincount(batch.group - batch.group.min()).max() <= tree.budget
+        assert n < batch.tree_paths().lengths.sum() or np.all(batch.t[batch.parent != batch.traj] == 0)
+        np.testing.assert_allclose(out["advantages"].numpy(), assign_credit(batch, "tree_grpo").advantages,
+                                   rtol=1e-6, atol=1e-6)
+
+
+def test_tree_schedules_a_group_cannot_hold_are_refused(tmp_path):
+    from agentgym_credit.baselines.tree_rollout import TreeSchedule
+
+    with pytest.raises(ValueError, match="exceeds group_size"):
+        _trainer(tmp_path, estimator="tree_grpo", tree=TreeSchedule(trees=3))
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        _trainer(tmp_path, estimator="tree_grpo", tree=TreeSchedule(schedule="beam"))
