@@ -9,13 +9,15 @@ second for a batch of 16 on an H200, the GPU idle most of the time. :class:`Stat
 2. each layer's keys and values are copied into a buffer with room for the whole response,
    ``[B, heads, L, head_dim]`` with ``L ≥ prompt width + max_new_tokens`` (a *static* cache);
 3. one decode step writes the new token's keys and values at column ``write_at``, attends over the whole buffer
-   through a mask of the filled, non-padding columns, samples the next token and advances ``write_at``, the rows'
-   positions and the mask — every tensor it touches has a fixed shape and address. On CUDA the step is captured
+   through a mask of the filled, non-padding columns, samples the next token, records it (and its log-probability)
+   in a device buffer and advances ``write_at``, the rows' positions and the mask — every tensor it touches has a
+   fixed shape and address. On CUDA the step is captured
    once per shape as a ``torch.cuda.CUDAGraph`` and replayed for every token: one launch per token instead of
    several hundred. On the CPU the same step runs eagerly.
 
-Rows that finished keep computing (the shapes are static) and their tokens are dropped; the loop ends when every row
-has stopped. Batch sizes are rounded up to a power of two and cache lengths to a multiple of
+Rows that finished keep computing (the shapes are static) and their tokens are dropped. The host reads the sampled
+tokens once every ``check_every`` steps (one transfer, no wait per token), cuts each row at its first eos or stop
+string and ends the loop when every row has stopped. Batch sizes are rounded up to a power of two and cache lengths to a multiple of
 :data:`LENGTH_BUCKET`, so a rollout whose prompts grow step by step reuses a few captured graphs.
 
 Sampling is the exponential-race form of drawing one token from ``softmax(z / T)`` — the token maximising
@@ -105,9 +107,10 @@ class _Buffers:
     positions: torch.Tensor  # [B, 1] its position (rotary)
     write_at: torch.Tensor  # [1] its cache column
     valid: torch.Tensor  # [B, L] bool, the columns a row attends to
-    next_tokens: torch.Tensor  # [B, 1] what the step sampled
-    next_logps: torch.Tensor  # [B] its log-probability
-    next_entropy: torch.Tensor  # [B] the entropy of the distribution it was drawn from
+    emitted: torch.Tensor  # [B, R] the tokens the steps sampled, one column per step
+    emitted_logps: torch.Tensor  # [B, R] their log-probabilities
+    emitted_entropy: torch.Tensor  # [B, R] the entropy of the distribution each was drawn from
+    emit_at: torch.Tensor  # [1] the column the next step's token goes to
     graph: Any = None
     steps: int = field(default=0)
 
@@ -123,10 +126,16 @@ class StaticDecoder:
         autocast_dtype: the dtype of the policy's autocast (``torch.bfloat16``) or None.
         use_graphs: capture CUDA graphs (default: when the model is on CUDA).
         max_graphs: captured shapes kept (least recently used dropped first).
+        check_every: decode steps run between two checks of the rows for eos and stop strings. The steps' tokens
+            stay on the device until a check reads them, so the GPU is not held up by the host; a row's response
+            is cut at its first stop whenever the check comes, so the result does not depend on this (at most
+            ``check_every - 1`` steps are computed past the last row's end).
     """
 
     def __init__(self, model: Any, temperature: float, autocast_dtype: torch.dtype | None = None,
-                 use_graphs: bool | None = None, max_graphs: int = 6) -> None:
+                 use_graphs: bool | None = None, max_graphs: int = 6, check_every: int = 8) -> None:
+        if check_every < 1:
+            raise ValueError(f"check_every must be >= 1, got {check_every}")
         kind = _mask_kind(model)
         if kind is None or not supports_static_decoding(model):
             raise ValueError(
@@ -140,7 +149,8 @@ class StaticDecoder:
         self.device = next(model.parameters()).device
         self.use_graphs = (self.device.type == "cuda") if use_graphs is None else bool(use_graphs)
         self.max_graphs = int(max_graphs)
-        self._buffers: dict[tuple[int, int, int], _Buffers] = {}
+        self.check_every = int(check_every)
+        self._buffers: dict[tuple[int, int, int, int], _Buffers] = {}
         self._pool: Any = None
         self.stats = {"graphs_captured": 0, "graph_replays": 0, "eager_steps": 0}
         self.capture_error: str | None = None
@@ -165,7 +175,7 @@ class StaticDecoder:
         # no weight-cast cache: a captured graph must not point at casts freed when the context exits
         return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype, cache_enabled=False)
 
-    def _allocate(self, batch: int, length: int, like: DynamicCache) -> _Buffers:
+    def _allocate(self, batch: int, length: int, responses: int, like: DynamicCache) -> _Buffers:
         device = self.device
         write_at = torch.zeros(1, dtype=torch.long, device=device)
         layers = []
@@ -181,19 +191,20 @@ class StaticDecoder:
             positions=torch.zeros((batch, 1), dtype=torch.long, device=device),
             write_at=write_at,
             valid=torch.zeros((batch, length), dtype=torch.bool, device=device),
-            next_tokens=torch.zeros((batch, 1), dtype=torch.long, device=device),
-            next_logps=torch.zeros(batch, dtype=torch.float32, device=device),
-            next_entropy=torch.zeros(batch, dtype=torch.float32, device=device),
+            emitted=torch.zeros((batch, responses), dtype=torch.long, device=device),
+            emitted_logps=torch.zeros((batch, responses), dtype=torch.float32, device=device),
+            emitted_entropy=torch.zeros((batch, responses), dtype=torch.float32, device=device),
+            emit_at=torch.zeros(1, dtype=torch.long, device=device),
         )
 
-    def _buffers_for(self, batch: int, length: int, like: DynamicCache) -> _Buffers:
+    def _buffers_for(self, batch: int, length: int, responses: int, like: DynamicCache) -> _Buffers:
         key = (id(self.model), 1 << max(0, math.ceil(math.log2(batch))),
-               -(-length // LENGTH_BUCKET) * LENGTH_BUCKET)
+               -(-length // LENGTH_BUCKET) * LENGTH_BUCKET, responses)
         found = self._buffers.pop(key, None)
         if found is None:
             if len(self._buffers) >= self.max_graphs:
                 self._buffers.pop(next(iter(self._buffers)))
-            found = self._allocate(key[1], key[2], like)
+            found = self._allocate(key[1], key[2], key[3], like)
         self._buffers[key] = found  # most recently used last
         return found
 
@@ -212,9 +223,10 @@ class StaticDecoder:
                             position_ids=buffers.positions, past_key_values=buffers.cache,
                             use_cache=True).logits[:, -1]
         nxt, logp, entropy = self.pick(logits)
-        buffers.next_tokens.copy_(nxt)
-        buffers.next_logps.copy_(logp)
-        buffers.next_entropy.copy_(entropy)
+        buffers.emitted.index_copy_(1, buffers.emit_at, nxt)
+        buffers.emitted_logps.index_copy_(1, buffers.emit_at, logp.unsqueeze(1))
+        buffers.emitted_entropy.index_copy_(1, buffers.emit_at, entropy.unsqueeze(1))
+        buffers.emit_at.add_(1)
         buffers.tokens.copy_(nxt)
         buffers.positions.add_(1)
         buffers.write_at.add_(1)
@@ -226,12 +238,14 @@ class StaticDecoder:
         with torch.cuda.stream(side), self._autocast():
             for _ in range(2):
                 buffers.write_at.zero_()
+                buffers.emit_at.zero_()
                 self._step(buffers)
         torch.cuda.current_stream(self.device).wait_stream(side)
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()
         buffers.write_at.zero_()
+        buffers.emit_at.zero_()
         with torch.cuda.graph(graph, pool=self._pool), self._autocast():
             self._step(buffers)
         buffers.graph = graph
@@ -287,7 +301,8 @@ class StaticDecoder:
         if max_new_tokens <= 1 or not any(active):
             return tokens, logps, entropy
         filled = attention_mask.shape[1]
-        buffers = self._buffers_for(rows, filled + max_new_tokens, cache)
+        steps = max_new_tokens - 1
+        buffers = self._buffers_for(rows, filled + max_new_tokens, steps, cache)
         self._prepare(buffers)
         index = torch.cat([torch.arange(rows, device=self.device),
                            torch.zeros(buffers.batch - rows, dtype=torch.long, device=self.device)])
@@ -299,17 +314,25 @@ class StaticDecoder:
         buffers.tokens.copy_(first[index])
         buffers.positions.copy_(position[index] + 1)
         buffers.write_at.fill_(filled)
-        for _ in range(1, max_new_tokens):
-            self._run_step(buffers)
-            nxt = buffers.next_tokens[:rows, 0].tolist()
-            lps = buffers.next_logps[:rows].tolist()
-            hs = buffers.next_entropy[:rows].tolist()
+        buffers.emit_at.zero_()
+        taken = [1] * rows  # tokens kept per row (the first came from the prefill)
+        done = 0
+        while done < steps and any(active):
+            chunk = min(self.check_every, steps - done)
+            for _ in range(chunk):  # the GPU runs ahead; the rows are checked once per chunk
+                self._run_step(buffers)
+            emitted = buffers.emitted[:rows, done:done + chunk].tolist()
             for r in range(rows):
-                if active[r]:
-                    tokens[r].append(nxt[r])
-                    logps[r].append(lps[r])
-                    entropy[r].append(hs[r])
-                    active[r] = not stopped(tokens[r])
-            if not any(active):
-                break
+                for token in emitted[r] if active[r] else ():
+                    tokens[r].append(token)
+                    if stopped(tokens[r]):
+                        active[r] = False
+                        break
+                taken[r] = len(tokens[r])
+            done += chunk
+        kept = buffers.emitted_logps[:rows, :max(taken) - 1].tolist()
+        kept_entropy = buffers.emitted_entropy[:rows, :max(taken) - 1].tolist()
+        for r in range(rows):
+            logps[r].extend(kept[r][:taken[r] - 1])
+            entropy[r].extend(kept_entropy[r][:taken[r] - 1])
         return tokens, logps, entropy

@@ -31,6 +31,7 @@ def test_greedy_tokens_and_logprobs_match_the_dynamic_sampler(policy):
         assert a.response_ids == b.response_ids
         assert a.text == b.text
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+    # no stop: 19 steps after the first token
     assert static_gen.static.stats["eager_steps"] == 19 and static_gen.static.stats["graphs_captured"] == 0
 
 
@@ -85,8 +86,8 @@ def test_buffers_are_reused_across_calls_of_one_shape_bucket(policy):
     gen.generate(PROMPTS[:3], seed=0)
     gen.generate(PROMPTS[:4], seed=1)  # 3 and 4 rows round up to the same batch of 4
     assert len(gen.static._buffers) == 1
-    (_, batch, length), = gen.static._buffers
-    assert batch == 4 and length % LENGTH_BUCKET == 0
+    (_, batch, length, responses), = gen.static._buffers
+    assert batch == 4 and length % LENGTH_BUCKET == 0 and responses == 7
 
 
 def test_a_lora_adapter_attached_after_the_generator_is_used(tmp_path):
@@ -127,3 +128,15 @@ def test_cuda_graph_replays_give_the_eager_tokens(tmp_path):
     assert gen.static.stats["graph_replays"] > 0 and gen.static.capture_error is None
     eager = HFGenerator(policy, max_new_tokens=16, temperature=0.0, decoder="dynamic").generate(PROMPTS)
     assert [g.response_ids for g in graphed] == [g.response_ids for g in eager]
+
+
+@pytest.mark.parametrize("check_every", [1, 3, 50])
+def test_how_often_rows_are_checked_does_not_change_the_result(policy, check_every):
+    gen = HFGenerator(policy, max_new_tokens=10, temperature=0.0, decoder="static", stop=("e", "a"))
+    gen.static.check_every = check_every
+    greedy = HFGenerator(policy, max_new_tokens=10, temperature=0.0, decoder="dynamic", stop=("e", "a"))
+    out, expected = gen.generate(PROMPTS), greedy.generate(PROMPTS)
+    assert [g.response_ids for g in out] == [g.response_ids for g in expected]
+    for a, b in zip(out, expected, strict=True):
+        np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
+        assert a.entropy == pytest.approx(b.entropy, abs=1e-5)  # the rows' mean token entropy, cut with them
