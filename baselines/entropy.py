@@ -22,16 +22,18 @@ import torch
 __all__ = ["token_entropy", "top_k_entropy"]
 
 
-def token_entropy(logp: torch.Tensor) -> torch.Tensor:
+def token_entropy(logp: torch.Tensor, probs: torch.Tensor | None = None) -> torch.Tensor:
     """The entropy :math:`H = -\\sum_v p_v \\log p_v` of each row of log-probabilities.
 
     Args:
         logp: ``[B, V]`` log-probabilities (a log-softmax); a token of probability 0 (``-inf``) adds 0.
+        probs: ``logp.exp()`` where the caller has it already (a sampler draws from it); computed otherwise.
 
     Returns:
         ``[B]``, in ``logp``'s dtype, ≥ 0.
     """
-    return -(logp.exp() * logp.clamp_min(torch.finfo(logp.dtype).min)).sum(-1)
+    probs = logp.exp() if probs is None else probs
+    return -(probs * logp.clamp_min(torch.finfo(logp.dtype).min)).sum(-1)
 
 
 def top_k_entropy(logprobs: Sequence[float]) -> float:

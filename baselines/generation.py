@@ -218,10 +218,14 @@ class HFGenerator:
         logps: list[list[float]] = [[] for _ in ids]
         entropy = [0.0] * len(ids)  # per prompt, the sum of its tokens' entropies
         eos, sample = policy.eos_id, self.temperature > 0
+        # the attention mask with room for every token to come: each step uses a wider view of it (no copy)
+        width = attn.shape[1]
+        attn = torch.cat([attn, attn.new_ones((len(rows), self.max_new_tokens))], dim=1)
         for step in range(self.max_new_tokens):
             logp = torch.log_softmax(logits.float() / (self.temperature if sample else 1.0), dim=-1)
-            nxt = torch.multinomial(logp.exp(), 1) if sample else logp.argmax(-1, keepdim=True)
-            chosen, spread = torch.stack([logp.gather(-1, nxt).squeeze(-1), token_entropy(logp)]).tolist()
+            probs = logp.exp()  # drawn from and, with logp, the entropy: one exp per step
+            nxt = torch.multinomial(probs, 1) if sample else logp.argmax(-1, keepdim=True)
+            chosen, spread = torch.stack([logp.gather(-1, nxt).squeeze(-1), token_entropy(logp, probs)]).tolist()
             keep: list[int] = []
             drawn = zip(rows.tolist(), nxt.squeeze(-1).tolist(), chosen, spread, strict=True)
             for k, (r, t, lp, h) in enumerate(drawn):
@@ -236,10 +240,9 @@ class HFGenerator:
                 index = torch.as_tensor(keep, device=device)
                 rows, nxt, attn, position = rows[index], nxt[index], attn[index], position[index]
                 cache.batch_select_indices(index)
-            attn = torch.cat([attn, attn.new_ones((len(rows), 1))], dim=1)
             position = position + 1
-            logits = model(input_ids=nxt, attention_mask=attn, position_ids=position, past_key_values=cache,
-                           use_cache=True).logits[:, -1]
+            logits = model(input_ids=nxt, attention_mask=attn[:, :width + step + 1], position_ids=position,
+                           past_key_values=cache, use_cache=True).logits[:, -1]
         return [Generation(x, resp, np.asarray(lp, dtype=np.float64), response_text(tok, resp, eos), h / len(resp))
                 for x, resp, lp, h in zip(ids, tokens, logps, entropy, strict=True)]
 

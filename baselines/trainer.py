@@ -87,7 +87,7 @@ from .run_files import (
     write_jsonl,
     write_metrics,
 )
-from .runtime import free_cores, resolve_device, seed_everything
+from .runtime import free_cores, packed_linears, resolve_device, seed_everything
 
 __all__ = ["Trainer", "train"]
 
@@ -249,7 +249,7 @@ class Trainer:
         out: list[torch.Tensor] = [torch.zeros(0)] * len(rollout)
         same = duplicate_rows(rollout)
         unique = np.flatnonzero(same == np.arange(len(rollout)))
-        with ctx, self.policy.autocast():
+        with ctx, self.policy.autocast(), packed_linears(model):  # no gradient: weights packed once per call
             for part in length_batches(row_lengths(rollout)[unique], 2 * self.config.micro_batch_size):
                 rows = unique[part]
                 resp = [rollout.response_ids[r] for r in rows]

@@ -19,6 +19,8 @@ def test_token_entropy_is_the_categorical_entropy_of_each_row():
     assert float(token_entropy(uniform)) == pytest.approx(np.log(8), abs=1e-6)
     one_hot = torch.tensor([[0.0, -float("inf"), -float("inf")]])
     assert float(token_entropy(one_hot)) == 0.0
+    # the sampler passes the probabilities it drew from: the same bits as computing them again
+    assert torch.equal(token_entropy(logp, logp.exp()), token_entropy(logp))
 
 
 def test_top_k_entropy_is_a_lower_bound_exact_with_every_token():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -574,3 +575,15 @@ def test_tree_rollout_settings_are_checked():
     with pytest.raises(ValueError, match="rollout"):
         TrainConfig(rollout="forest").validate()
     TrainConfig(rollout="tree", estimator="tree_grpo", step_budget=64, expand_rounds=0).validate()
+
+
+def test_reference_logprobs_on_packed_weights_are_the_unpacked_forwards_bit_for_bit(tiny_config, monkeypatch):
+    trainer = Trainer(tiny_config(max_new_tokens=6))
+    rollout = trainer.rollout(0)
+    packed = trainer.reference_logprobs(rollout)  # the reference's weights reordered for oneDNN, no gradient
+    monkeypatch.setattr(trainer_mod, "packed_linears", lambda model: contextlib.nullcontext())
+    dense = trainer.reference_logprobs(rollout)
+    assert len(packed) == len(dense) == len(rollout)
+    for ours, theirs, ids in zip(packed, dense, rollout.response_ids, strict=True):
+        assert len(ours) == len(ids) and torch.equal(ours, theirs)
+    trainer.env.close()
