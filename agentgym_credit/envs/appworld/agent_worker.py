@@ -769,8 +769,9 @@ def _getattr_of_class(owner: Any, name: str) -> Any:
 
 
 def dump_state(namespace: dict) -> bytes:
-    """The agent's variables (the namespace without ``__builtins__``) and the ``random`` state, pickled by
-    :class:`_StatePickler` and compressed; at most :data:`REPL_STATE_BYTES`, and checked to load again.
+    """The agent's variables (the namespace without ``__builtins__``) and the ``random`` state, pickled by a
+    pickler that names modules and the ``apis`` proxy and refuses what agent code defined, and compressed; at
+    most :data:`REPL_STATE_BYTES`, and checked to load again.
 
     Raises:
         pickle.PicklingError: a value cannot be carried (a function or class of the agent's, a generator).
