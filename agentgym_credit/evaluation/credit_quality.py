@@ -371,15 +371,16 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
     ap.add_argument("--rollout", choices=["chain", "tree"], default="chain",
                     help="chain: every estimator on chains; tree: chains and trees on the same tasks at an equal "
                          "budget of agent steps, for the estimators that accept trees.")
-    ap.add_argument("--schedule", choices=TREE_SCHEDULES, default="fixed",
+    ap.add_argument("--tree-schedule", "--schedule", dest="schedule", choices=TREE_SCHEDULES, default="fixed",
                     help="--rollout tree: Tree-GRPO's random nodes (fixed) or the oracle's uncertain steps "
                          "(entropy).")
     ap.add_argument("--trees", type=int, default=2, help="--rollout tree: M, trees per task.")
-    ap.add_argument("--expand", type=int, default=2,
+    ap.add_argument("--expand-nodes", "--expand", dest="expand", type=int, default=2,
                     help="--rollout tree, fixed schedule: N, nodes per tree and round.")
-    ap.add_argument("--margin", type=float, default=0.1,
+    ap.add_argument("--entropy-margin", "--margin", dest="margin", type=float, default=0.1,
                     help="--rollout tree, entropy schedule: nats above the running mean that fork a step.")
-    ap.add_argument("--children", type=int, default=2, help="--rollout tree, entropy schedule: forks per step.")
+    ap.add_argument("--branch-children", "--children", dest="children", type=int, default=2,
+                    help="--rollout tree, entropy schedule: forks per step.")
     ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
                     help=f"folder for the table, its CSV and its figure (default {default_out}).")
     return ap

@@ -87,3 +87,12 @@ def test_a_tree_rollout_records_the_ground_truth_of_every_step() -> None:
             assert seen.setdefault((state, action), gt) == gt
     forked = batch.parent != batch.traj
     assert np.isfinite(played.gt[forked & (batch.t > 0)]).any()
+
+
+def test_tree_flags_take_agc_trains_names_and_the_short_ones() -> None:
+    parser = credit_quality.build_parser()
+    long = parser.parse_args(["--tree-schedule", "entropy", "--expand-nodes", "3", "--entropy-margin", "0.2",
+                              "--branch-children", "4"])
+    short = parser.parse_args(["--schedule", "entropy", "--expand", "3", "--margin", "0.2", "--children", "4"])
+    assert vars(long) == vars(short)
+    assert (long.schedule, long.expand, long.margin, long.children) == ("entropy", 3, 0.2, 4)
