@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.browser import CHROMIUM, browser_check
+
 ROOT = Path(__file__).resolve().parents[1]
 #: a Sphinx role left in the page as text (``:class:`X``` is rendered ``:class:<code>X</code>``)
 RAW_ROLE = re.compile(r":(?:py:)?(?:class|func|meth|mod|data|attr|exc|obj|const|math):(?:<code>|`)")
@@ -224,3 +226,18 @@ def test_roles_inside_code_are_left_alone() -> None:
     assert (reference.target, reference.display, reference.link) == ("a.b.C.run", "run()", True)
     reference = module.Reference("class", "!Thing")
     assert (reference.display, reference.link) == ("Thing", False)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it with apt-get)")
+def test_formulas_are_typeset_by_the_sites_own_mathjax(site: Path, tmp_path: Path) -> None:
+    """MathJax and its fonts are files of the site (no network), and every formula of a page is typeset."""
+    mathjax = site / "javascripts" / "mathjax"
+    assert (mathjax / "tex-chtml.js").stat().st_size > 1_000_000
+    assert len(list((mathjax / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))) >= 20
+    page = site / "design" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    formulas = html.count('class="arithmatex"')
+    assert formulas > 10
+    assert "../javascripts/mathjax.js" in html and "../javascripts/mathjax/tex-chtml.js" in html
+    dom = browser_check(page, tmp_path / "design.png")
+    assert dom.count("<mjx-container") >= formulas, "a formula was left as TeX source"

@@ -7,17 +7,14 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
+from tests.browser import CHROMIUM, browser_check, run_chromium
+
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync")
 
 
 def _load():
@@ -26,25 +23,6 @@ def _load():
     sys.modules["leaderboard"] = mod
     spec.loader.exec_module(mod)
     return mod
-
-
-def _chromium(page: Path, *args: str) -> subprocess.CompletedProcess:
-    profile = tempfile.mkdtemp(prefix="chromium-profile-")  # a new, empty profile each time
-    try:
-        return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-                               *args, page.as_uri()], capture_output=True, text=True, timeout=120)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def browser_check(page: Path, screenshot: Path) -> str:
-    """Load ``page`` in headless Chromium: fail on console messages, return the DOM after load."""
-    shot = _chromium(page, "--window-size=1280,2400", f"--screenshot={screenshot}", "--hide-scrollbars")
-    dom = _chromium(page, "--virtual-time-budget=5000", "--dump-dom")
-    console = [line for line in (shot.stderr + dom.stderr).splitlines() if ":CONSOLE" in line]
-    assert not console, console
-    assert screenshot.exists() and screenshot.stat().st_size > 1000, shot.stderr[-2000:]
-    return dom.stdout
 
 
 #: The quick mode exactly as ``agc leaderboard --quick`` runs it; only the budget is raised, so that a slow
@@ -134,7 +112,7 @@ def test_browser_check_catches_console_errors_and_broken_plots(tmp_path) -> None
     mod = _load()
     broken = tmp_path / "broken.html"
     broken.write_text("<html><body><img src='data:image/png;base64,AAAA'>" + mod._IMAGE_CHECK + "</body></html>")
-    dom = _chromium(broken, "--virtual-time-budget=3000", "--dump-dom").stdout
+    dom = run_chromium(broken, "--virtual-time-budget=3000", "--dump-dom").stdout
     assert 'data-images="0/1"' in dom
 
 
