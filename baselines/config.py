@@ -17,7 +17,7 @@ from typing import Any, TypeVar, get_args, get_type_hints
 
 from agentgym_credit.argtypes import check_type
 from agentgym_credit.cli_args import HelpFormatter, key_value
-from agentgym_credit.credit.registry import accepts_trees, available_estimators, columns_read
+from agentgym_credit.credit.registry import available_estimators, columns_read
 from agentgym_credit.credit.registry import check_estimator as run_estimator_once
 from agentgym_credit.embedding import check_sentence_model
 from agentgym_credit.envs.group_vector import check_group_env_kwargs
@@ -237,19 +237,12 @@ class TrainConfig(RunConfig):
                 raise ValueError("expand_rounds=0 expands until step_budget is spent: give step_budget > 0 (or "
                                  "expand_rounds >= 1)")
             try:
-                self.tree_config().validate()
-            except ValueError as exc:
+                self.tree_config().check_rollout(self.estimator, self.group_size)
+            except ValueError as exc:  # the schedule's field names as this config's
                 names = {"rounds": "expand_rounds", "budget": "step_budget", "expand": "expand_nodes",
                          "margin": "entropy_margin", "children": "branch_children"}
                 words = str(exc).split(" ", 1)
                 raise ValueError(" ".join([names.get(words[0], words[0]), *words[1:]])) from None
-            if not accepts_trees(self.estimator):
-                raise ValueError(f"rollout='tree' records tree batches, which estimator {self.estimator!r} does not "
-                                 "accept; choose one that does (grpo, rloo, gigpo, salt, graphgpo, hgpo, tree_grpo) "
-                                 "or rollout='chain'")
-            if self.trees > self.group_size:
-                raise ValueError(f"trees={self.trees} exceeds group_size={self.group_size}: each tree starts on its own "
-                                 "member; raise group_size or lower trees")
         if self.filter_groups and self.fixed_tasks:
             raise ValueError("filter_groups plays fresh tasks in place of the groups it drops; it cannot be combined "
                              "with fixed_tasks")

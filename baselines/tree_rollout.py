@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import VectorEnv
 
+from agentgym_credit.credit.registry import accepts_trees, available_estimators
 from agentgym_credit.wrappers.forking import (
     StackSnapshot,
     branch_members,
@@ -117,6 +118,19 @@ class TreeSchedule:
         if self.schedule == "fixed" and self.rounds is None and self.budget is None:
             raise ValueError("a fixed schedule needs rounds or a budget: give rounds=L, or budget=B to expand "
                              "until the budget is spent")
+
+    def check_rollout(self, estimator: str, group_size: int) -> None:
+        """Raise ``ValueError`` where trees of this schedule cannot train ``estimator`` on groups of ``group_size``
+        members: a bad field (:meth:`validate`), more trees than members (each tree starts on its own member), or
+        an estimator that does not accept tree batches."""
+        self.validate()
+        if self.trees > group_size:
+            raise ValueError(f"trees={self.trees} exceeds group_size={group_size}: each tree starts on its own "
+                             "member; raise group_size or lower trees")
+        if not accepts_trees(estimator):
+            takers = ", ".join(name for name in available_estimators() if accepts_trees(name))
+            raise ValueError(f"tree rollouts record tree batches, which estimator {estimator!r} does not accept; "
+                             f"choose one that does ({takers}) or chain rollouts")
 
 
 @dataclass

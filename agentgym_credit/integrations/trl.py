@@ -49,7 +49,7 @@ from agentgym_credit.baselines.generation import HFGenerator
 from agentgym_credit.baselines.policy import Policy
 from agentgym_credit.baselines.rollout import Rollout, collect_rollout, collect_tree_rollout, make_group_env
 from agentgym_credit.baselines.tree_rollout import TreeSchedule
-from agentgym_credit.credit.registry import Credit, accepts_trees, assign_credit, check_estimator
+from agentgym_credit.credit.registry import Credit, assign_credit, check_estimator
 
 try:  # TRL is an optional dependency (the ``trl`` extra)
     from trl import GRPOConfig, GRPOTrainer
@@ -186,13 +186,7 @@ class StepCreditGRPOTrainer(GRPOTrainer):
                 "trainer (agc train) for step_gae / spa"
             )
         if tree is not None:
-            tree.validate()
-            if tree.trees > group_size:
-                raise ValueError(f"tree.trees={tree.trees} exceeds group_size={group_size}: each tree starts on its "
-                                 "own member")
-            if not accepts_trees(estimator):
-                raise ValueError(f"tree rollouts record tree batches, which estimator {estimator!r} does not accept; "
-                                 "choose one that does (e.g. tree_grpo, gigpo, grpo)")
+            tree.check_rollout(estimator, group_size)
         self.tree = tree
         super().__init__(reward_funcs=[env_step_reward], **kwargs)
         if self.num_iterations != 1 or self.args.steps_per_generation != self.args.gradient_accumulation_steps:
