@@ -22,7 +22,9 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from .decode_step import LlamaDecodeStep, lean_decode_step, supports_lean_decoding
 from .entropy import token_entropy, top_k_entropy
+from .last_layer import response_positions_only
 from .policy import Policy, encode_prompts, merged_state_dict, shared_prefix_inputs
 from .runtime import packed_linears
 
@@ -114,7 +116,9 @@ class HFGenerator:
     of prompts sharing them, see :func:`~agentgym_credit.baselines.policy.shared_prefix_inputs`), then one
     token per step for the rows still generating; rows that emit eos or complete a stop string leave the
     batch (and the cache) at once. The cache appends in place (:mod:`~agentgym_credit.baselines.kv_cache`)
-    rather than concatenating every layer's keys and values at every token. Only the sampled token's log-probability is kept,
+    rather than concatenating every layer's keys and values at every token; the prefill runs the last layer's
+    queries and MLP at the last position only (:mod:`~agentgym_credit.baselines.last_layer`), and a float32 Llama
+    model on the CPU decodes with stacked products (:mod:`~agentgym_credit.baselines.decode_step`, the same logits). Only the sampled token's log-probability is kept,
     :math:`\\log\\operatorname{softmax}(z / T)[a]` (no full-vocabulary logits are stored), with the entropy of that
     distribution (:func:`~agentgym_credit.baselines.entropy.token_entropy`, averaged over the response into
     :attr:`Generation.entropy`); sampling has no top-k / top-p truncation, and greedy decoding is
@@ -189,18 +193,21 @@ class HFGenerator:
             with policy.autocast(), packed_linears(model):
                 input_ids, attn, position, cache = shared_prefix_inputs(
                     model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
-                return self._decode(ids, copy_of, input_ids, attn, position, cache)
+                lean = lean_decode_step(model) if self.static is None and supports_lean_decoding(model) else None
+                return self._decode(ids, copy_of, input_ids, attn, position, cache, lean)
         finally:
             model.train(was_training)
 
     def _decode(self, ids: list[list[int]], copy_of: list[int], input_ids: torch.Tensor, attn: torch.Tensor,
-                position: torch.Tensor, cache: Any) -> list[Generation]:
+                position: torch.Tensor, cache: Any, lean: LlamaDecodeStep | None = None) -> list[Generation]:
         """Prefill each distinct prompt once, copy its cache to every row with that prompt, then sample token by
-        token until every row stopped (see :meth:`sample`)."""
+        token until every row stopped (see :meth:`sample`); ``lean`` computes the decoding steps where it applies
+        (:mod:`~agentgym_credit.baselines.decode_step`, the same logits), else the model's forward does."""
         policy, tok = self.policy, self.policy.tokenizer
         model, device = policy.model, input_ids.device
-        logits = model(input_ids=input_ids, attention_mask=attn, position_ids=position, past_key_values=cache,
-                       use_cache=True, logits_to_keep=1).logits[:, -1]
+        with response_positions_only(model, 1):  # the last layer's queries and MLP only where the logits are read
+            logits = model(input_ids=input_ids, attention_mask=attn, position_ids=position, past_key_values=cache,
+                           use_cache=True, logits_to_keep=1).logits[:, -1]
         if len(copy_of) > len(input_ids):  # group members often share a prompt: one prefill serves them all
             index = torch.as_tensor(copy_of, device=device)
             logits, attn, position = logits[index], attn[index], position[index]
@@ -221,8 +228,9 @@ class HFGenerator:
         # the attention mask with room for every token to come: each step uses a wider view of it (no copy)
         width = attn.shape[1]
         attn = torch.cat([attn, attn.new_ones((len(rows), self.max_new_tokens))], dim=1)
+        scale = self.temperature if sample and self.temperature != 1.0 else None  # z / 1 is z: no copy
         for step in range(self.max_new_tokens):
-            logp = torch.log_softmax(logits.float() / (self.temperature if sample else 1.0), dim=-1)
+            logp = torch.log_softmax(logits.float() if scale is None else logits.float() / scale, dim=-1)
             probs = logp.exp()  # drawn from and, with logp, the entropy: one exp per step
             nxt = torch.multinomial(probs, 1) if sample else logp.argmax(-1, keepdim=True)
             chosen, spread = torch.stack([logp.gather(-1, nxt).squeeze(-1), token_entropy(logp, probs)]).tolist()
@@ -241,8 +249,11 @@ class HFGenerator:
                 rows, nxt, attn, position = rows[index], nxt[index], attn[index], position[index]
                 cache.batch_select_indices(index)
             position = position + 1
-            logits = model(input_ids=nxt, attention_mask=attn[:, :width + step + 1], position_ids=position,
-                           past_key_values=cache, use_cache=True).logits[:, -1]
+            if lean is not None:
+                logits = lean(nxt, position, cache, attn[:, :width + step + 1])
+            else:
+                logits = model(input_ids=nxt, attention_mask=attn[:, :width + step + 1], position_ids=position,
+                               past_key_values=cache, use_cache=True).logits[:, -1]
         return [Generation(x, resp, np.asarray(lp, dtype=np.float64), response_text(tok, resp, eos), h / len(resp))
                 for x, resp, lp, h in zip(ids, tokens, logps, entropy, strict=True)]
 

@@ -57,6 +57,7 @@ import torch
 from agentgym_credit.deprecation import moved
 from agentgym_credit.machine import cpu_has_native_bf16
 
+from .last_layer import response_positions_only
 from .models import SMOLLM2_FOLDER, default_cache_dir, resolve_model
 from .runtime import use_onednn_linears
 
@@ -572,7 +573,8 @@ def shared_prefix_inputs(
         if any(len(r) <= shared for r in rows):
             raise ValueError(f"every row needs a token after the shared prefix of {shared}")
         prefix = torch.as_tensor(list(rows[0][:shared]), dtype=torch.long, device=device).unsqueeze(0)
-        cache = model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1).past_key_values
+        with response_positions_only(model, 1):  # only the prefix's keys and values are read
+            cache = model(input_ids=prefix, past_key_values=cache, use_cache=True, logits_to_keep=1).past_key_values
         cache.batch_repeat_interleave(len(rows))
     ids, attn = left_pad([list(r[shared:]) for r in rows], pad_id)
     ids, attn = ids.to(device), attn.to(device)
@@ -617,9 +619,10 @@ def _clustered_inputs(model: Any, rows: Sequence[Sequence[int]], pad_id: int, cl
     first = [cluster.index(c) for c in range(len(lengths))]
     prefix_ids, prefix_attn = left_pad([list(rows[i][:n]) for i, n in zip(first, lengths, strict=True)], pad_id)
     prefix_ids, prefix_attn = prefix_ids.to(device), prefix_attn.to(device)
-    cache = model(input_ids=prefix_ids, attention_mask=prefix_attn,
-                  position_ids=(prefix_attn.cumsum(-1) - 1).clamp(min=0), past_key_values=cache, use_cache=True,
-                  logits_to_keep=1).past_key_values
+    with response_positions_only(model, 1):  # only the prefixes' keys and values are read
+        cache = model(input_ids=prefix_ids, attention_mask=prefix_attn,
+                      position_ids=(prefix_attn.cumsum(-1) - 1).clamp(min=0), past_key_values=cache, use_cache=True,
+                      logits_to_keep=1).past_key_values
     index = torch.as_tensor(cluster, device=device)
     cache.batch_select_indices(index)
     ids, attn = left_pad([list(r[lengths[c]:]) for r, c in zip(rows, cluster, strict=True)], pad_id)
@@ -638,6 +641,7 @@ def response_logprobs(
     temperature: float = 1.0,
     hidden: bool = False,
     share_prefix: bool = True,
+    restrict_last_layer: bool = True,
 ) -> StepForward:
     """Run the model on prompt + response of each step and return the response tokens' log-probs.
 
@@ -649,6 +653,8 @@ def response_logprobs(
         temperature: T of the sampling distribution (``T ≤ 0`` counts as 1).
         hidden: also return the hidden states at the step boundary and at the last response token.
         share_prefix: run the prompts' common prefix once (:func:`shared_prefix_inputs`).
+        restrict_last_layer: run the last layer's queries, MLP and norm only at the positions whose logits are read
+            (:mod:`~agentgym_credit.baselines.last_layer`; not with ``hidden``, which reads every position).
     """
     if len(prompt_ids) != len(response_ids):
         raise ValueError(f"{len(prompt_ids)} prompts but {len(response_ids)} responses")
@@ -661,10 +667,12 @@ def response_logprobs(
     ids, attn, position_ids, cache = shared_prefix_inputs(model, seqs, pad_id, shared)
     width, device = ids.shape[1], ids.device
     lmax = max(resp_len)
-    out = model(
-        input_ids=ids, attention_mask=attn, position_ids=position_ids, logits_to_keep=lmax + 1,
-        output_hidden_states=hidden, past_key_values=cache, use_cache=cache is not None,
-    )
+    # the last layer runs its queries and MLP only where logits are read (the hidden states need every position)
+    with contextlib.nullcontext() if hidden or not restrict_last_layer else response_positions_only(model, lmax + 1):
+        out = model(
+            input_ids=ids, attention_mask=attn, position_ids=position_ids, logits_to_keep=lmax + 1,
+            output_hidden_states=hidden, past_key_values=cache, use_cache=cache is not None,
+        )
     scale = temperature if temperature and temperature > 0 else 1.0
     logits = out.logits[:, :-1].float()  # position k predicts token k + 1
     if scale != 1.0:  # T = 1 divides by one: no copy of the [B, L, vocab] logits, no node in the backward

@@ -204,10 +204,11 @@ class Trainer:
     def _collect(self, seed: int, on_step: Any) -> Rollout:
         """The rollout of the configured kind: chains, or trees grown within the step budget (each step one row,
         so a shared prefix is trained once)."""
-        if self.config.rollout == "tree":
-            return collect_tree_rollout(self.env, self.generator, self.config.tree_config(), seed=seed,
-                                        on_step=on_step)
-        return collect_rollout(self.env, self.generator, seed=seed, on_step=on_step)
+        with packed_linears(self.policy.model):  # the sampling calls of a rollout pack the weights once
+            if self.config.rollout == "tree":
+                return collect_tree_rollout(self.env, self.generator, self.config.tree_config(), seed=seed,
+                                            on_step=on_step)
+            return collect_rollout(self.env, self.generator, seed=seed, on_step=on_step)
 
     def filtered_rollout(self) -> Rollout:
         """DAPO's dynamic sampling: rollouts of fresh tasks until ``groups`` groups with mixed outcomes are kept

@@ -23,12 +23,17 @@ a forward shares) or ``none`` (every row's whole prompt; ``--no-shared-prefix`` 
 ``--kv-cache`` is the A/B switch of the sampler's cache: ``reserved`` (the trainer's: keys and values appended
 in place, :mod:`agentgym_credit.baselines.kv_cache`) or ``concatenating`` (Hugging Face's ``DynamicCache``,
 which copies every layer's cache at every token).
-``--linear`` is the A/B switch of the linear layers' float32 CPU products: ``onednn`` (the trainer's,
-:func:`agentgym_credit.baselines.runtime.use_onednn_linears`), ``mkl`` (torch's own ``nn.Linear``) or ``both``: two
-trainers with the same seed in one process, their iterations interleaved (the order alternating), so that both
-variants see the same load; they sample the same tokens, and the table gives each one's phases side by side.
+Three A/B switches take ``both``: two trainers with the same seed in one process, their iterations interleaved
+(the order alternating), so that both variants see the same load; the table gives each one's phases side by side
+and whether they sampled the same tokens. ``--linear``: the linear layers' float32 CPU products on ``onednn`` (the
+trainer's, :func:`agentgym_credit.baselines.runtime.use_onednn_linears`) or ``mkl`` (torch's own ``nn.Linear``).
+``--decode-step``: the sampler's decoding step ``lean`` (the trainer's: stacked q/k/v and gate/up products,
+:mod:`agentgym_credit.baselines.decode_step`, the same logits) or ``model`` (the model's forward).
+``--last-layer``: the last decoder layer at the ``response`` positions only where logits are read (the trainer's,
+:mod:`agentgym_credit.baselines.last_layer`) or ``whole``.
 
     python benchmarks/trainer_speed.py --model tiny --iters 3 --linear both --name trainer_speed_tiny_onednn
+    python benchmarks/trainer_speed.py --model tiny --iters 4 --decode-step both --name trainer_speed_tiny_lean_decode
 
     python benchmarks/trainer_speed.py --env SearchQA-Group-v0 --model smollm2 --lora 8 --precision auto \
         --groups 2 --group-size 4 --max-steps 1 --max-new-tokens 64 --env-kwarg topk=1 --prefix batch
@@ -37,6 +42,7 @@ variants see the same load; they sample the same tokens, and the table gives eac
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -47,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from agentgym_credit.baselines import generation as generation_module
 from agentgym_credit.baselines import kv_cache as kv_cache_module
 from agentgym_credit.baselines import policy as policy_module
 from agentgym_credit.baselines.config import TrainConfig
@@ -84,6 +91,26 @@ def bare_generate_tokens_per_s(trainer: Trainer, prompt_batches: list[list[list[
                 tokens += n
     elapsed = time.perf_counter() - start
     return tokens / elapsed, tokens, elapsed
+
+
+LEAN_DECODING = generation_module.supports_lean_decoding
+RESPONSE_POSITIONS = policy_module.response_positions_only
+VARIANTS = {"linear": ("onednn", "mkl"), "decode_step": ("lean", "model"), "last_layer": ("response", "whole")}
+"""Each A/B switch's values: the trainer's first, the baseline second."""
+NAMES = {"linear": ("oneDNN", "torch's `nn.Linear` (MKL)"), "decode_step": ("the lean decoding step", "the model's forward"),
+         "last_layer": ("the last layer at the response positions", "the whole last layer")}
+
+
+@contextlib.contextmanager
+def _whole_layer(model, keep):
+    yield False
+
+
+def use_settings(decode_step: str, last_layer: str) -> None:
+    """Switch the sampler's decoding step and the last layer's positions (read when the trainer calls them)."""
+    generation_module.supports_lean_decoding = LEAN_DECODING if decode_step == "lean" else (lambda model: False)
+    restrict = RESPONSE_POSITIONS if last_layer == "response" else _whole_layer
+    policy_module.response_positions_only = generation_module.response_positions_only = restrict
 
 
 def build_trainer(config: TrainConfig, linear: str) -> Trainer:
@@ -159,6 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="the trainer's sampler (vllm: in an environment with vLLM, e.g. .venv-vllm on a CPU)")
     parser.add_argument("--kv-cache", choices=("reserved", "concatenating"), default="reserved",
                         help="the sampler's KV cache: appended in place (the trainer) or Hugging Face's DynamicCache")
+    parser.add_argument("--decode-step", choices=("lean", "model", "both"), default="lean",
+                        help="the sampler's decoding step: stacked products (the trainer, where it applies), the "
+                             "model's own forward, or both (two trainers, iterations interleaved)")
+    parser.add_argument("--last-layer", choices=("response", "whole", "both"), default="response",
+                        help="the last decoder layer at the positions whose logits are read (the trainer) or at every "
+                             "position, or both (two trainers, iterations interleaved)")
     parser.add_argument("--linear", choices=("onednn", "mkl", "both"), default="onednn",
                         help="the linear layers' float32 CPU products: oneDNN (the trainer), torch's nn.Linear, or both "
                              "(two trainers, iterations interleaved)")
@@ -169,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
         policy_module.MIN_SHARED_PREFIX = sys.maxsize
     elif args.prefix == "batch":  # every forward's rows form one cluster: only their common prefix is shared
         policy_module.prefix_clusters = lambda rows, limits: ([0] * len(rows), [0])
+    compared = [key for key in VARIANTS if getattr(args, key) == "both"]
+    if len(compared) > 1:
+        parser.error("only one of --linear, --decode-step and --last-layer can be 'both'")
     if args.kv_cache == "concatenating":
         from transformers import DynamicCache
 
@@ -183,19 +219,28 @@ def main(argv: list[str] | None = None) -> int:
                          estimator=args.estimator, num_threads=args.num_threads, cache_dir=args.cache_dir,
                          out_dir=tempfile.mkdtemp(prefix="trainer-speed-"), progress_bar=True,
                          env_kwargs={**({"max_steps": args.max_steps} if args.max_steps else {}), **dict(args.env_kwarg)})
-    variants = ["onednn", "mkl"] if args.linear == "both" else [args.linear]
-    trainers = {linear: build_trainer(config, linear) for linear in variants}
+    switch = compared[0] if compared else None
+    variants = list(VARIANTS[switch]) if switch else [args.linear]
+    fixed = {key: getattr(args, key) for key in VARIANTS}
+
+    def settings(variant: str) -> dict[str, str]:
+        return {**fixed, **({switch: variant} if switch else {})}
+
+    trainers = {variant: build_trainer(config, settings(variant)["linear"]) for variant in variants}
     trainer = trainers[variants[0]]
-    runs: dict[str, list[dict]] = {linear: [] for linear in variants}
+    runs: dict[str, list[dict]] = {variant: [] for variant in variants}
     prompt_batches: list[list[list[int]]] = []
     for it in range(args.iters):
-        for linear in (variants if it % 2 == 0 else variants[::-1]):  # interleaved, the order alternating
-            metrics = timed_iteration(trainers[linear], it)
-            runs[linear].append(metrics)
-            print(f"iter {it} ({linear}): " + ", ".join(f"{k} {metrics[k]:.1f}" for k in PHASES)
+        for variant in (variants if it % 2 == 0 else variants[::-1]):  # interleaved, the order alternating
+            chosen = settings(variant)
+            use_settings(chosen["decode_step"], chosen["last_layer"])
+            metrics = timed_iteration(trainers[variant], it)
+            runs[variant].append(metrics)
+            print(f"iter {it} ({variant}): " + ", ".join(f"{k} {metrics[k]:.1f}" for k in PHASES)
                   + f", generate {metrics['generate_tokens_per_s']:.0f} tok/s, cpu {metrics['iteration_cpu_s']:.1f} s "
                   + "(" + ", ".join(f"{k[:-6]} {metrics[k]:.1f}" for k in CPU_PHASES[:-1]) + ")", flush=True)
-    if len(variants) == 2:  # the same seeds, the same sampled tokens (the products differ in rounding only)
+    use_settings(**{k: v for k, v in settings(variants[0]).items() if k != "linear"})
+    if len(variants) == 2:  # the same seeds: the same sampled tokens where the variants differ in rounding only
         same = all(a["tokens_sha1"] == b["tokens_sha1"] for a, b in zip(*runs.values(), strict=True))
         print(f"both variants sampled the same tokens every iteration: {same}")
     rows = runs[variants[0]]
@@ -215,14 +260,15 @@ def main(argv: list[str] | None = None) -> int:
         "group_size": args.group_size, "max_new_tokens": args.max_new_tokens, "estimator": args.estimator,
         "threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu": cpu_model(), "gpu": accelerator(),
         "device": str(trainer.device), "shared_prefix": args.prefix != "none", "prefix": args.prefix,
-        "kv_cache": args.kv_cache, "backend": args.backend, "linear": variants,
+        "kv_cache": args.kv_cache, "decode_step": args.decode_step, "last_layer": args.last_layer,
+        "compared": switch, "backend": args.backend, "linear": args.linear, "variants": variants,
         "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
         "iterations": [{k: r[k] for k in keys} for r in rows],
-        "runs": {linear: [{k: r[k] for k in keys} for r in runs[linear]] for linear in variants},
+        "runs": {variant: [{k: r[k] for k in keys} for r in runs[variant]] for variant in variants},
         "mean_iteration_s": float(np.mean([r["iteration_s"] for r in rows])),
-        "mean_iteration_cpu_s": {linear: float(np.mean([r["iteration_cpu_s"] for r in runs[linear]]))
-                                 for linear in variants},
+        "mean_iteration_cpu_s": {variant: float(np.mean([r["iteration_cpu_s"] for r in runs[variant]]))
+                                 for variant in variants},
         "trainer_generate_tokens_per_s": ours_tps,
         "bare_generate_tokens_per_s": bare_tps, "bare_generate_tokens": bare_tokens, "bare_generate_s": bare_s,
         "ratio_trainer_over_bare": ours_tps / bare_tps if bare_tps else float("nan"),
@@ -235,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
         + (f" + LoRA {args.lora}" if args.lora else "") + f", {trainer.policy.precision}"
         + {"clusters": "", "batch": ", prefix shared per forward only", "none": ", no shared-prefix forward"}[args.prefix]
         + (", concatenating KV cache" if args.kv_cache == "concatenating" else "")
+        + (", the model's own decoding step" if args.decode_step == "model" else "")
+        + (", the whole last layer" if args.last_layer == "whole" else "")
         + (", vLLM sampler" if args.backend == "vllm" else ""),
         "",
         f"`python benchmarks/trainer_speed.py {' '.join(sys.argv[1:] if argv is None else argv)}`; {summary['threads']} torch thread(s) on {summary['cpu_count']} cores of {summary['cpu']}"
@@ -242,24 +290,25 @@ def main(argv: list[str] | None = None) -> int:
         f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after (a shared machine: wall-clock times "
         "include waiting for the CPU; the process's CPU seconds are given in brackets).",
         "",
-        "| iter | linear layers | generate s | env s | credit s | ref log-probs s | update s | iteration s "
+        f"| iter | {(switch or 'linear').replace('_', ' ')} | generate s | env s | credit s | ref log-probs s | update s | iteration s "
         "| iteration CPU s | gen tok/s | response tokens | steps (distinct) | mean steps |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i in range(args.iters):
-        for linear in variants:
-            r = runs[linear][i]
+        for variant in variants:
+            r = runs[variant][i]
             lines.append(
-                f"| {i} | {linear} | {r['generate_s']:.1f} ({r['generate_cpu_s']:.1f}) | {r['env_s']:.1f} "
+                f"| {i} | {variant} | {r['generate_s']:.1f} ({r['generate_cpu_s']:.1f}) | {r['env_s']:.1f} "
                 f"({r['env_cpu_s']:.1f}) | {r['credit_s']:.2f} | {r['logprob_s']:.1f} ({r['logprob_cpu_s']:.1f}) | "
                 f"{r['update_s']:.1f} ({r['update_cpu_s']:.1f}) | {r['iteration_s']:.1f} | {r['iteration_cpu_s']:.1f} | "
                 f"{r['generate_tokens_per_s']:.0f} | {r['response_tokens']:.0f} | {r['steps']} ({r['distinct_rows']:.0f}) "
                 f"| {r['mean_steps']:.1f} |")
     if len(variants) == 2:
-        base, ours = runs["mkl"], runs["onednn"]
+        ours, base = runs[variants[0]], runs[variants[1]]
         ratio = {k: sum(r[k] for r in base) / max(sum(r[k] for r in ours), 1e-9)
                  for k in ("generate_cpu_s", "logprob_cpu_s", "update_cpu_s", "iteration_cpu_s", "iteration_s")}
-        lines += ["", "CPU seconds over all iterations, torch's `nn.Linear` (MKL) over oneDNN: generate "
+        mine, theirs = NAMES[switch]
+        lines += ["", f"CPU seconds over all iterations, {theirs} over {mine}: generate "
                   f"**{ratio['generate_cpu_s']:.2f}×**, reference log-probs **{ratio['logprob_cpu_s']:.2f}×**, update "
                   f"**{ratio['update_cpu_s']:.2f}×**, iteration **{ratio['iteration_cpu_s']:.2f}×** (wall-clock "
                   f"{ratio['iteration_s']:.2f}×); the same sampled token ids every iteration: "
@@ -271,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(lines))
     for each in trainers.values():
         each.env.close()
+    use_settings("lean", "response")  # the trainer's own again
     return 0
 
 

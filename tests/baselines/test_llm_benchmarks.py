@@ -79,11 +79,41 @@ def test_trainer_speed_linear_ab_interleaves_both_trainers_on_the_same_tokens(tm
     onednn = runtime.OneDNNLinear if torch.backends.mkldnn.is_available() else torch.nn.Linear
     assert kinds == {"onednn": {onednn}, "mkl": {torch.nn.Linear}}
     summary = json.loads((tmp_path / "ab.json").read_text())
-    assert summary["linear"] == ["onednn", "mkl"] and summary["iterations"] == summary["runs"]["onednn"]
+    assert summary["variants"] == ["onednn", "mkl"] and summary["iterations"] == summary["runs"]["onednn"]
     for a, b in zip(summary["runs"]["onednn"], summary["runs"]["mkl"], strict=True):
         assert a["tokens_sha1"] == b["tokens_sha1"]  # the same seeds sample the same tokens on either path
         assert all(a[k] >= 0 and b[k] >= 0 for k in bench.CPU_PHASES)
     assert "the same sampled token ids every iteration: True" in (tmp_path / "ab.md").read_text()
+
+
+@pytest.mark.parametrize("switch", ["decode-step", "last-layer"])
+def test_trainer_speed_step_and_layer_ab_switch_what_each_trainer_runs(switch, tmp_path, monkeypatch, cache_dir):
+    from agentgym_credit.baselines import generation, policy
+
+    bench = _load("trainer_speed")
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    real = {"decode-step": (generation, "supports_lean_decoding"), "last-layer": (policy, "response_positions_only")}
+    module, name = real[switch]
+    original = getattr(module, name)
+    timed, seen = bench.timed_iteration, []
+
+    def spy(trainer, it):
+        seen.append((id(trainer), getattr(module, name) is original))
+        return timed(trainer, it)
+
+    monkeypatch.setattr(bench, "timed_iteration", spy)
+    assert bench.main(["--groups", "1", "--group-size", "2", "--iters", "2", "--max-new-tokens", "6",
+                       "--max-steps", "2", "--num-threads", "1", "--cache-dir", str(cache_dir),
+                       f"--{switch}", "both", "--name", "ab"]) == 0
+    assert getattr(module, name) is original  # the trainer's own again afterwards
+    summary = json.loads((tmp_path / "ab.json").read_text())
+    ours, theirs = bench.VARIANTS[switch.replace("-", "_")]
+    assert summary["variants"] == [ours, theirs] and summary["compared"] == switch.replace("-", "_")
+    # interleaved (the order alternating), each trainer always with its own setting
+    assert [own for _, own in seen] == [True, False, False, True]
+    assert seen[0][0] == seen[3][0] != seen[1][0] == seen[2][0]
+    for a, b in zip(summary["runs"][ours], summary["runs"][theirs], strict=True):
+        assert a["tokens_sha1"] == b["tokens_sha1"]  # rounding apart, the same computation: the same tokens
 
 
 def test_llm_compare_tiny(tmp_path, monkeypatch, cache_dir):

@@ -8,7 +8,7 @@ import copy
 import pytest
 import torch
 
-from agentgym_credit.baselines.runtime import OneDNNLinear, packed_linears, use_onednn_linears
+from agentgym_credit.baselines.runtime import OneDNNLinear, packed_copies, packed_linears, use_onednn_linears
 
 # ----------------------------------------------------------------------------- linear layers on oneDNN
 onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
@@ -89,3 +89,19 @@ def test_packed_weights_give_the_same_products_and_follow_weight_changes():
     with packed_linears(swapped):  # with gradient the autograd path runs, nothing is packed
         y = swapped(x.requires_grad_())
         assert y.requires_grad and swapped._packed is None
+
+
+def test_nested_contexts_keep_the_packed_copies_until_the_outermost_exits():
+    _, swapped = _pair(True)
+    x = torch.randn(4, 48)
+    with torch.inference_mode(), packed_linears(swapped):
+        assert packed_copies(swapped) == {}
+        with packed_linears(swapped):
+            swapped(x)
+            first = swapped._packed[2]
+            packed_copies(swapped)["stacked"] = first
+        assert swapped._packing and swapped._packed[2] is first  # the inner exit keeps them
+        with packed_linears(swapped):
+            swapped(x)
+            assert swapped._packed[2] is first and packed_copies(swapped)["stacked"] is first  # not packed again
+    assert swapped._packed is None and not swapped._packing and packed_copies(swapped) is None
