@@ -93,29 +93,45 @@ def _read_proc_stat() -> str:
         return f.read()
 
 
-def free_cores(window: float = 0.1, read_stat: Callable[[], str] = _read_proc_stat) -> int:
+def _own_ticks() -> int:
+    """Clock ticks this process (all its threads) has run, user and system, from ``/proc/self/stat``."""
+    with open("/proc/self/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of the line)
+
+
+def free_cores(window: float = 0.1, read_stat: Callable[[], str] = _read_proc_stat,
+               own_ticks: Callable[[], int] | None = None) -> int:
     """CPU cores available to this process and idle now (at least 1): the default thread count of the trainers.
 
     The idle ticks of each CPU in the process's affinity mask are read from ``/proc/stat`` twice, ``window``
-    seconds apart; the cores free are the sum of the CPUs' idle fractions, rounded. Two alternatives were
-    rejected: the 1-minute load average decays over a minute, so right after a command it still counts that
-    command's threads (an idle 2-core machine gave 1 thread for the next run); and every core, torch's own
-    default, oversubscribes a machine shared with other jobs: intra-op OpenMP threads wait for each other at the
-    end of every operation, so one thread that another job keeps off its core holds up every matrix product.
-    Where ``/proc/stat`` cannot be read (macOS, Windows), every core is taken.
+    seconds apart; the cores free are the sum of the CPUs' idle fractions, rounded, where the ticks this process
+    ran in the window count as idle: they are its own threads (right after ``agc train`` started, one of its worker
+    threads was busy for 50–60 ms of the 100 ms window; counted as another job's, that cost the trainer one of two
+    cores). Two alternatives were rejected: the 1-minute load average decays over a minute, so right after a
+    command it still counts that command's threads (an idle 2-core machine gave 1 thread for the next run); and
+    every core, torch's own default, oversubscribes a machine shared with other jobs: intra-op OpenMP threads wait
+    for each other at the end of every operation, so one thread that another job keeps off its core holds up every
+    matrix product. Where ``/proc/stat`` cannot be read (macOS, Windows), every core is taken.
 
     Args:
         window: seconds between the two readings.
         read_stat: returns the text of ``/proc/stat`` (tests pass fixed readings).
+        own_ticks: returns the ticks this process has run (default: from ``/proc/self/stat``; tests pass fixed
+            readings).
     """
     cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    own = own_ticks or _own_ticks
     try:
         idle0, total0 = _idle_and_total(read_stat(), set(cpus))
+        mine0 = own()
         time.sleep(window)
         idle1, total1 = _idle_and_total(read_stat(), set(cpus))
+        mine1 = own()
     except (OSError, ValueError, IndexError):
         return len(cpus)
     if total1 <= total0:  # no tick elapsed: nothing measured
         return len(cpus)
-    free = len(cpus) * (idle1 - idle0) / (total1 - total0)
+    idle = min(total1 - total0, (idle1 - idle0) + max(0, mine1 - mine0))
+    free = len(cpus) * idle / (total1 - total0)
     return max(1, min(len(cpus), round(free)))

@@ -357,9 +357,11 @@ class Trainer:
         Phases (seconds): ``generate_s`` (sampling), ``env_s`` (the rest of the rollout: environments,
         prompts, recording), ``credit_s`` (critic / progress features and fits, the estimator), ``logprob_s``
         (reference log-probs; with vLLM also the recomputed ``log π_old``), ``update_s``
-        (forward/backward/optimizer), ``iteration_s`` (all).
+        (forward/backward/optimizer), ``iteration_s`` (all); ``iteration_cpu_s`` is the process's CPU seconds over
+        the iteration and ``threads`` torch's thread count (what ``num_threads=0`` resolved to): on a shared machine
+        wall-clock seconds include waiting for a core.
         """
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         generated = dict(getattr(self.generator, "stats", {}))
         rollout = self.rollout(iteration)
         after = getattr(self.generator, "stats", {})
@@ -390,6 +392,7 @@ class Trainer:
             "generate_tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0,
             "credit_s": t1 - t0, "estimator_s": credit_stats.get("estimator_s", 0.0),
             "logprob_s": logprob_s, "update_s": t2 - t1 - logprob_s, "iteration_s": t2 - start,
+            "iteration_cpu_s": time.process_time() - cpu_start, "threads": torch.get_num_threads(),
         }
 
     def last_transcript(self) -> list[dict[str, Any]]:

@@ -4,6 +4,7 @@ from two ``/proc/stat`` readings)."""
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -77,6 +78,17 @@ def _readings(*texts: str):
 @pytest.fixture
 def two_cpus(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(machine, "_own_ticks", lambda: 0)  # this process ran nothing in the fixed readings' window
+
+
+def test_this_processs_own_threads_do_not_count_as_another_jobs(two_cpus):
+    before = _stat((100, 100), (100, 100))
+    one_busy = _stat((110, 100), (100, 110))  # CPU 0 busy for the whole window...
+    assert free_cores(0.0, _readings(before, one_busy), _readings(500, 510)) == 2  # ...with this process's threads
+    assert free_cores(0.0, _readings(before, one_busy), _readings(500, 503)) == 1  # mostly another job's
+    both = _stat((110, 100), (110, 100))  # both busy, this process 10 ticks of the 20: one core for it
+    assert free_cores(0.0, _readings(before, both), _readings(0, 10)) == 1
+    assert free_cores(0.0, _readings(before, both), _readings(0, 25)) == 2  # never more than the CPUs
 
 
 def test_an_idle_machine_right_after_a_busy_minute_gives_every_core(two_cpus):
@@ -98,6 +110,7 @@ def test_cores_busy_now_are_not_taken(two_cpus):
 
 def test_only_the_cpus_this_process_may_run_on_count(monkeypatch):
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {1, 2}, raising=False)
+    monkeypatch.setattr(machine, "_own_ticks", lambda: 0)
     before = _stat((0, 0), (0, 0), (0, 0), (0, 0))
     after = _stat((0, 10), (10, 0), (0, 10), (0, 10))  # CPUs 0, 2 and 3 idle, CPU 1 busy: one of ours is free
     assert free_cores(0.0, _readings(before, after)) == 1
@@ -119,3 +132,8 @@ def test_the_real_reading_gives_a_core_count_in_range():
     assert 1 <= free_cores() <= cores
     idle, total = machine._idle_and_total(machine._read_proc_stat(), set(os.sched_getaffinity(0)))
     assert 0 <= idle <= total and total > 0
+    before = machine._own_ticks()
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:  # 50 ms of this process's own work
+        pass
+    assert machine._own_ticks() >= before + 2

@@ -194,8 +194,10 @@ def test_main_runs_and_writes_metrics(tmp_path, cache_dir):
     config = json.loads((out / "config.json").read_text())
     assert config["estimator_params"] == {"omega": 0.5} and config["env_kwargs"] == {"max_steps": 4}
     assert (out / "policy" / "config.json").exists() and (out / "trainer_state.pt").exists()
+    last = json.loads(lines[-1])
     for phase in ("generate_s", "env_s", "credit_s", "logprob_s", "update_s", "iteration_s"):
-        assert json.loads(lines[-1])[phase] >= 0
+        assert last[phase] >= 0
+    assert last["iteration_cpu_s"] > 0 and last["threads"] == torch.get_num_threads()  # what --num-threads 0 chose
 
 
 @pytest.mark.parametrize("flags", [["--estimator", "empg", "--param", "base=gigpo"],
