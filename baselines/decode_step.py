@@ -49,11 +49,14 @@ def _projections(layer: Any) -> list[Any]:
 def supports_lean_decoding(model: Any) -> bool:
     """Whether :class:`LlamaDecodeStep` computes ``model``'s decoding step: a ``LlamaForCausalLM`` on the CPU (no
     peft wrapper), float32 :class:`~agentgym_credit.baselines.runtime.OneDNNLinear` projections without biases,
-    SDPA attention, and no autocast."""
+    SDPA attention, no autocast, and the class's own forward without hooks (Accelerate's mixed precision wraps the
+    forward in an autocast that a step computed beside it would miss)."""
     from transformers import LlamaForCausalLM
 
     if type(model) is not LlamaForCausalLM or torch.is_autocast_enabled("cpu"):
         return False
+    if "forward" in vars(model) or model._forward_hooks or model._forward_pre_hooks:
+        return False  # a wrapped forward (accelerate's mixed precision autocasts inside it) or hooks: not ours to skip
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
     head = model.lm_head

@@ -85,6 +85,12 @@ def test_models_the_step_does_not_compute_take_their_own_forward(cache_dir):
     model = _llama()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert not supports_lean_decoding(model)
+    wrapped = _llama()  # as Accelerate's mixed precision wraps it: the autocast is inside the forward
+    wrapped.forward = torch.autocast("cpu", dtype=torch.bfloat16)(wrapped.forward)
+    assert not supports_lean_decoding(wrapped)
+    hooked = _llama()
+    hooked.register_forward_pre_hook(lambda module, args: None)
+    assert not supports_lean_decoding(hooked)
     policy = load_policy("tiny", cache_dir=cache_dir)
     attach_lora(policy, 4)
     assert not supports_lean_decoding(policy.model)
