@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from .runtime import OneDNNLinear, onednn_product, packed_copies
+from .runtime import OneDNNLinear, onednn_product, packed_copies, plain_forward
 
 __all__ = ["LlamaDecodeStep", "lean_decode_step", "supports_lean_decoding"]
 
@@ -55,8 +55,8 @@ def supports_lean_decoding(model: Any) -> bool:
 
     if type(model) is not LlamaForCausalLM or torch.is_autocast_enabled("cpu"):
         return False
-    if "forward" in vars(model) or model._forward_hooks or model._forward_pre_hooks:
-        return False  # a wrapped forward (accelerate's mixed precision autocasts inside it) or hooks: not ours to skip
+    if not plain_forward(model):
+        return False  # a wrapped forward (Accelerate's mixed precision autocasts inside it) or hooks: not ours to skip
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
     head = model.lm_head

@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from .runtime import plain_forward
+
 __all__ = ["last_decoder_layer", "response_positions_only"]
 
 _MASKS = ("sdpa", "eager")
@@ -30,12 +32,14 @@ _MASKS = ("sdpa", "eager")
 
 def last_decoder_layer(model: Any) -> Any | None:
     """The last decoder layer of ``model`` (a peft wrapper looked through) where :func:`response_positions_only`
-    can restrict it: a ``LlamaDecoderLayer`` with SDPA or eager attention; None otherwise."""
+    can restrict it: a ``LlamaDecoderLayer`` with SDPA or eager attention that runs its class's forward without
+    hooks (:func:`~agentgym_credit.baselines.runtime.plain_forward`: a replaced forward would be lost, a hook would
+    see fewer positions); None otherwise."""
     from transformers.models.llama.modeling_llama import LlamaDecoderLayer
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     layers = getattr(getattr(base, "model", None), "layers", None)
-    if not layers or type(layers[-1]) is not LlamaDecoderLayer:
+    if not layers or type(layers[-1]) is not LlamaDecoderLayer or not plain_forward(layers[-1]):
         return None
     if getattr(base.config, "_attn_implementation", None) not in _MASKS:
         return None

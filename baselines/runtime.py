@@ -29,7 +29,7 @@ import torch
 from agentgym_credit.machine import free_cores
 
 __all__ = ["OneDNNLinear", "check_device", "free_cores", "onednn_product", "packed_copies", "packed_linears",
-           "resolve_device", "seed_everything", "use_onednn_linears", "vllm_cpu_build"]
+           "plain_forward", "resolve_device", "seed_everything", "use_onednn_linears", "vllm_cpu_build"]
 
 
 def vllm_cpu_build() -> bool:
@@ -151,20 +151,20 @@ def packed_linears(model: torch.nn.Module) -> Iterator[None]:
     products) are kept for as long in :func:`packed_copies`.
     """
     depth = getattr(model, "_packing_depth", 0)
-    layers = [m for m in model.modules() if isinstance(m, OneDNNLinear)]
+    layers = [] if depth else [m for m in model.modules() if isinstance(m, OneDNNLinear)]  # the outermost's only
+    for layer in layers:
+        layer._packing = True
     if not depth:
-        for layer in layers:
-            layer._packing = True
         model._packed_copies = {}
     model._packing_depth = depth + 1
     try:
         yield
     finally:
         model._packing_depth = depth
+        for layer in layers:
+            layer._packing = False
+            layer._packed = None
         if not depth:
-            for layer in layers:
-                layer._packing = False
-                layer._packed = None
             del model._packed_copies
 
 
@@ -172,6 +172,13 @@ def packed_copies(model: torch.nn.Module) -> dict[str, Any] | None:
     """Within :func:`packed_linears`, a dict where packed forms of ``model``'s weights are kept until the outermost
     context exits (each user checks that its copy is still current); None outside."""
     return getattr(model, "_packed_copies", None)
+
+
+def plain_forward(module: torch.nn.Module) -> bool:
+    """Whether calling ``module`` runs its class's own ``forward`` and nothing else: no forward replaced on the instance
+    (Accelerate's mixed precision and device hooks replace it) and no forward hooks. A computation that stands in
+    for the module's forward, or patches it, is only correct then."""
+    return "forward" not in vars(module) and not module._forward_hooks and not module._forward_pre_hooks
 
 
 def use_onednn_linears(model: torch.nn.Module) -> int:

@@ -10,8 +10,9 @@ from agentgym_credit.baselines import generation as generation_module
 from agentgym_credit.baselines.decode_step import LlamaDecodeStep, lean_decode_step, supports_lean_decoding
 from agentgym_credit.baselines.generation import HFGenerator
 from agentgym_credit.baselines.kv_cache import reserved_cache
-from agentgym_credit.baselines.policy import attach_lora, load_policy, shared_prefix_inputs
+from agentgym_credit.baselines.policy import attach_lora, load_policy
 from agentgym_credit.baselines.runtime import packed_linears, use_onednn_linears
+from tests.baselines.decoding import decode_fixed_tokens
 
 # float32 rounding: the stacked products compute the same dot products (bit-identical on the machines measured)
 ROUNDING = {"rtol": 1e-5, "atol": 1e-5}
@@ -28,31 +29,9 @@ def _llama(**overrides):
 
 
 def _decode(model, rows, lean: bool, steps=10, leave_at=4):
-    """Prefill ``rows`` (shared prefixes once), then feed fixed tokens one at a time through the model's forward or
-    the lean step (odd rows leave the batch at ``leave_at``); the logits of every step."""
-    feed = torch.randint(5, model.config.vocab_size - 1, (len(rows), steps), generator=torch.Generator().manual_seed(1))
-    out = []
-    with torch.inference_mode(), packed_linears(model):
-        step = LlamaDecodeStep(model) if lean else None
-        ids, attn, position, cache = shared_prefix_inputs(model, rows, 0, [len(r) - 1 for r in rows],
-                                                          reserved_cache(model.config, steps))
-        out.append(model(input_ids=ids, attention_mask=attn, position_ids=position, past_key_values=cache,
-                         use_cache=True, logits_to_keep=1).logits[:, -1])
-        position, live = position[:, -1:], torch.arange(len(rows))
-        for k in range(steps):
-            if k == leave_at:
-                keep = torch.arange(0, len(live), 2)
-                cache.batch_select_indices(keep)
-                attn, position, live = attn[keep], position[keep], live[keep]
-            attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=1)
-            position = position + 1
-            tokens = feed[live, k:k + 1]
-            if step is not None:
-                out.append(step(tokens, position, cache, attn))
-            else:
-                out.append(model(input_ids=tokens, attention_mask=attn, position_ids=position, past_key_values=cache,
-                                 use_cache=True).logits[:, -1])
-    return out
+    """The logits of every step (:func:`decode_fixed_tokens`) through the model's forward or the lean step."""
+    return decode_fixed_tokens(model, rows, reserved_cache(model.config, steps), steps, leave_at,
+                               LlamaDecodeStep if lean else None)[0]
 
 
 ROWS = [list(range(10, 40)) + [7, 8], list(range(10, 40)) + [7], list(range(10, 40)) + [9, 9, 9],

@@ -8,32 +8,8 @@ import torch
 from transformers import DynamicCache
 
 from agentgym_credit.baselines.kv_cache import ReservedLayer, reserved_cache
-from agentgym_credit.baselines.policy import load_policy, shared_prefix_inputs
-
-
-def _decode(model, cache, rows, steps=12, leave_at=5):
-    """Prefill ``rows`` with their clusters' shared prefixes, then feed fixed tokens one at a time (odd rows
-    leave the batch at ``leave_at``); the logits of every step, the first layer's key buffer address after
-    each step, and the positions the rows attend to in the end."""
-    generator = torch.Generator().manual_seed(1)
-    feed = torch.randint(5, model.config.vocab_size - 1, (len(rows), steps), generator=generator)
-    logits, addresses = [], []
-    with torch.inference_mode():
-        ids, attn, position, cache = shared_prefix_inputs(model, rows, 0, [len(r) - 1 for r in rows], cache)
-        logits.append(model(input_ids=ids, attention_mask=attn, position_ids=position, past_key_values=cache,
-                            use_cache=True, logits_to_keep=1).logits[:, -1])
-        position, live = position[:, -1:], torch.arange(len(rows))
-        for k in range(steps):
-            if k == leave_at:
-                keep = torch.arange(0, len(live), 2)
-                cache.batch_select_indices(keep)
-                attn, position, live = attn[keep], position[keep], live[keep]
-            attn = torch.cat([attn, attn.new_ones((len(live), 1))], dim=1)
-            position = position + 1
-            logits.append(model(input_ids=feed[live, k:k + 1], attention_mask=attn, position_ids=position,
-                                past_key_values=cache, use_cache=True).logits[:, -1])
-            addresses.append(cache.layers[0].keys.data_ptr())
-    return logits, addresses, attn.shape[1]
+from agentgym_credit.baselines.policy import load_policy
+from tests.baselines.decoding import decode_fixed_tokens
 
 
 def test_reserved_cache_gives_the_logits_of_the_concatenating_cache(cache_dir):
@@ -41,10 +17,10 @@ def test_reserved_cache_gives_the_logits_of_the_concatenating_cache(cache_dir):
     # two groups of three members (shared task prefix per group, one member's prompt longer) and a stray row
     group_a, group_b = list(range(10, 60)), list(range(100, 140))
     rows = [group_a + [7, 8], group_a + [7, 8], group_a + [9], group_b + [7], group_b + [7, 8, 9], list(range(200, 230))]
-    reference, _, _ = _decode(model, DynamicCache(config=model.config), rows)
+    reference, _, _ = decode_fixed_tokens(model, rows, DynamicCache(config=model.config), steps=12, leave_at=5)
     cache = reserved_cache(model.config, reserve=16)
     assert all(type(layer) is ReservedLayer for layer in cache.layers)
-    mine, addresses, width = _decode(model, cache, rows)
+    mine, addresses, width = decode_fixed_tokens(model, rows, cache, steps=12, leave_at=5)
     assert len(mine) == len(reference) == 13
     for got, want in zip(mine, reference, strict=True):
         torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -86,6 +86,13 @@ def test_the_layer_computes_fewer_positions_and_is_put_back():
     width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
     assert seen == [max(len(r) for r in responses) + 1, width]
     assert "forward" not in vars(layer)  # the class's forward again
+    hooked = _llama()  # a hook would see fewer positions; a forward replaced on the instance would be lost
+    hooked.model.layers[-1].register_forward_hook(lambda module, args, out: None)
+    assert last_decoder_layer(hooked) is None
+    replaced = _llama()
+    last = replaced.model.layers[-1]
+    last.forward = last.forward
+    assert last_decoder_layer(replaced) is None
     other = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50))
     assert last_decoder_layer(other) is None
     with response_positions_only(other, 3) as restricted:
