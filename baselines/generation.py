@@ -147,7 +147,10 @@ class HFGenerator:
         self.stop = tuple(stop)
         self.batch_size = int(batch_size)
         self.matcher = StopMatcher(policy.tokenizer, self.stop)
-        self.stats = {"generate_s": 0.0, "generated_tokens": 0.0}
+        self.stats = {"generate_s": 0.0, "generated_tokens": 0.0, "prefill_s": 0.0, "decode_steps": 0.0}
+        """Running totals: seconds in :meth:`generate`, response tokens, seconds of it spent in the prefills (the
+        prompts' forward up to the first token's logits) and decoding steps run (one forward of the rows still
+        generating per step)."""
         self.static = self._static_decoder(decoder)
 
     def _static_decoder(self, decoder: str) -> Any:
@@ -189,20 +192,24 @@ class HFGenerator:
         copy_of = [distinct.setdefault(tuple(x), len(distinct)) for x in ids]
         prompts = [list(x) for x in distinct]
         shared = [len(x) - 1 for x in prompts]  # each prompt keeps its last token: it predicts the first one
+        start = time.perf_counter()
         try:
             with policy.autocast(), packed_linears(model):
                 input_ids, attn, position, cache = shared_prefix_inputs(
                     model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
                 lean = lean_decode_step(model) if self.static is None and supports_lean_decoding(model) else None
-                return self._decode(ids, copy_of, input_ids, attn, position, cache, lean)
+                return self._decode(ids, copy_of, input_ids, attn, position, cache, lean, start)
         finally:
             model.train(was_training)
 
     def _decode(self, ids: list[list[int]], copy_of: list[int], input_ids: torch.Tensor, attn: torch.Tensor,
-                position: torch.Tensor, cache: Any, lean: LlamaDecodeStep | None = None) -> list[Generation]:
+                position: torch.Tensor, cache: Any, lean: LlamaDecodeStep | None = None,
+                start: float | None = None) -> list[Generation]:
         """Prefill each distinct prompt once, copy its cache to every row with that prompt, then sample token by
         token until every row stopped (see :meth:`sample`); ``lean`` computes the decoding steps where it applies
-        (:mod:`~agentgym_credit.baselines.decode_step`, the same logits), else the model's forward does."""
+        (:mod:`~agentgym_credit.baselines.decode_step`, the same logits), else the model's forward does. The
+        prefill's seconds (from ``start``, the shared prefix's forward included) and the decoding steps are added
+        to :attr:`stats`."""
         policy, tok = self.policy, self.policy.tokenizer
         model, device = policy.model, input_ids.device
         with response_positions_only(model, 1):  # the last layer's queries and MLP only where the logits are read
@@ -213,10 +220,14 @@ class HFGenerator:
             logits, attn, position = logits[index], attn[index], position[index]
             cache.batch_select_indices(index)
         position = position[:, -1:]
+        if start is not None:
+            self.stats["prefill_s"] += time.perf_counter() - start
         if self.static is not None:
+            ran = self.static.stats["graph_replays"] + self.static.stats["eager_steps"]
             tokens, logps, entropy = self.static.decode(
                 logits, cache, attn, position, self.max_new_tokens,
                 lambda row: row[-1] == policy.eos_id or self.matcher.done(row), model=model)
+            self.stats["decode_steps"] += self.static.stats["graph_replays"] + self.static.stats["eager_steps"] - ran
             return [Generation(x, resp, np.asarray(lp, dtype=np.float64), response_text(tok, resp, policy.eos_id),
                                float(np.mean(h)))
                     for x, resp, lp, h in zip(ids, tokens, logps, entropy, strict=True)]
@@ -249,6 +260,7 @@ class HFGenerator:
                 rows, nxt, attn, position = rows[index], nxt[index], attn[index], position[index]
                 cache.batch_select_indices(index)
             position = position + 1
+            self.stats["decode_steps"] += 1
             if lean is not None:
                 logits = lean(nxt, position, cache, attn[:, :width + step + 1])
             else:

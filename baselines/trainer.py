@@ -354,8 +354,10 @@ class Trainer:
     def iterate(self, iteration: int) -> dict[str, Any]:
         """One iteration: rollout → credit → update. Returns its metrics, with the time of each phase.
 
-        Phases (seconds): ``generate_s`` (sampling), ``env_s`` (the rest of the rollout: environments,
-        prompts, recording), ``credit_s`` (critic / progress features and fits, the estimator), ``logprob_s``
+        Phases (seconds): ``generate_s`` (sampling; of it ``prefill_s``, the prompts' forward, and
+        ``decode_steps`` counts the decoding steps, where the sampler reports them), ``env_s`` (the rest of the
+        rollout: environments, prompts, recording), ``credit_s`` (critic / progress features and fits, the
+        estimator), ``logprob_s``
         (reference log-probs; with vLLM also the recomputed ``log π_old``), ``update_s``
         (forward/backward/optimizer), ``iteration_s`` (all); ``iteration_cpu_s`` is the process's CPU seconds over
         the iteration and ``threads`` torch's thread count (what ``num_threads=0`` resolved to): on a shared machine
@@ -367,6 +369,7 @@ class Trainer:
         after = getattr(self.generator, "stats", {})
         generate_s = after.get("generate_s", 0.0) - generated.get("generate_s", 0.0)
         tokens = after.get("generated_tokens", 0.0) - generated.get("generated_tokens", 0.0)
+        sampler = {key: after[key] - generated.get(key, 0.0) for key in ("prefill_s", "decode_steps") if key in after}
         t0 = time.perf_counter()
         self.last_rollout = rollout
         if len(rollout) == 0:  # filter_groups kept nothing: no advantage to assign, no update
@@ -389,7 +392,7 @@ class Trainer:
             "adv_mean": float(advantages.mean()) if len(advantages) else 0.0,
             "adv_std": float(advantages.std()) if len(advantages) else 0.0,
             "generate_s": generate_s, "env_s": rollout.stats["rollout_s"] - generate_s,
-            "generate_tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0,
+            "generate_tokens_per_s": tokens / generate_s if generate_s > 0 else 0.0, **sampler,
             "credit_s": t1 - t0, "estimator_s": credit_stats.get("estimator_s", 0.0),
             "logprob_s": logprob_s, "update_s": t2 - t1 - logprob_s, "iteration_s": t2 - start,
             "iteration_cpu_s": time.process_time() - cpu_start, "threads": torch.get_num_threads(),

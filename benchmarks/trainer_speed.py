@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     ours_tps = rows[-1]["generate_tokens_per_s"]
     load_after = os.getloadavg()
     keys = (*PHASES, *CPU_PHASES, "generate_tokens_per_s", "response_tokens", "steps", "distinct_rows", "mean_steps",
-            "success_rate", "valid_rate", "tokens_sha1")
+            "success_rate", "valid_rate", "tokens_sha1", "prefill_s", "decode_steps")
     summary = {
         "env": args.env, "model": args.model, "lora": args.lora, "precision": trainer.policy.precision,
         "groups": args.groups,
@@ -264,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         "compared": switch, "backend": args.backend, "linear": args.linear, "variants": variants,
         "env_kwargs": config.env_kwargs,
         "load_average_before": load_before, "load_average_after": load_after,
-        "iterations": [{k: r[k] for k in keys} for r in rows],
-        "runs": {variant: [{k: r[k] for k in keys} for r in runs[variant]] for variant in variants},
+        "iterations": [{k: r.get(k) for k in keys} for r in rows],  # vLLM reports no prefill / decoding steps
+        "runs": {variant: [{k: r.get(k) for k in keys} for r in runs[variant]] for variant in variants},
         "mean_iteration_s": float(np.mean([r["iteration_s"] for r in rows])),
         "mean_iteration_cpu_s": {variant: float(np.mean([r["iteration_cpu_s"] for r in runs[variant]]))
                                  for variant in variants},
@@ -290,15 +290,18 @@ def main(argv: list[str] | None = None) -> int:
         f"average {load_before[0]:.1f} before, {load_after[0]:.1f} after (a shared machine: wall-clock times "
         "include waiting for the CPU; the process's CPU seconds are given in brackets).",
         "",
-        f"| iter | {(switch or 'linear').replace('_', ' ')} | generate s | env s | credit s | ref log-probs s | update s | iteration s "
-        "| iteration CPU s | gen tok/s | response tokens | steps (distinct) | mean steps |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"| iter | {(switch or 'linear').replace('_', ' ')} | generate s | of it prefill s | decoding steps | env s "
+        "| credit s | ref log-probs s | update s | iteration s | iteration CPU s | gen tok/s | response tokens "
+        "| steps (distinct) | mean steps |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for i in range(args.iters):
         for variant in variants:
             r = runs[variant][i]
             lines.append(
-                f"| {i} | {variant} | {r['generate_s']:.1f} ({r['generate_cpu_s']:.1f}) | {r['env_s']:.1f} "
+                f"| {i} | {variant} | {r['generate_s']:.1f} ({r['generate_cpu_s']:.1f}) | "
+                + (f"{r['prefill_s']:.1f} | {r['decode_steps']:.0f}" if "prefill_s" in r else "– | –")
+                + f" | {r['env_s']:.1f} "
                 f"({r['env_cpu_s']:.1f}) | {r['credit_s']:.2f} | {r['logprob_s']:.1f} ({r['logprob_cpu_s']:.1f}) | "
                 f"{r['update_s']:.1f} ({r['update_cpu_s']:.1f}) | {r['iteration_s']:.1f} | {r['iteration_cpu_s']:.1f} | "
                 f"{r['generate_tokens_per_s']:.0f} | {r['response_tokens']:.0f} | {r['steps']} ({r['distinct_rows']:.0f}) "

@@ -53,6 +53,9 @@ def test_generation_logprobs_match_a_training_forward(precision, atol, cache_dir
                "You are the player (P) in a Sokoban puzzle."]
     out = gen.generate(prompts, seed=1)
     assert [g.prompt_ids for g in out] == encode_prompts(policy, prompts)
+    # one decoding step per token after the first (the prefill's), until the longest row stopped
+    assert gen.stats["decode_steps"] == max(len(g.response_ids) for g in out) - 1
+    assert 0 < gen.stats["prefill_s"] < gen.stats["generate_s"]
     with policy.autocast():
         fwd = response_logprobs(policy.model, [g.prompt_ids for g in out], [g.response_ids for g in out],
                                 pad_id=policy.pad_id, temperature=0.8)

@@ -198,6 +198,7 @@ def test_main_runs_and_writes_metrics(tmp_path, cache_dir):
     for phase in ("generate_s", "env_s", "credit_s", "logprob_s", "update_s", "iteration_s"):
         assert last[phase] >= 0
     assert last["iteration_cpu_s"] > 0 and last["threads"] == torch.get_num_threads()  # what --num-threads 0 chose
+    assert 0 < last["prefill_s"] < last["generate_s"] and last["decode_steps"] >= 1  # the sampler's split
 
 
 @pytest.mark.parametrize("flags", [["--estimator", "empg", "--param", "base=gigpo"],
