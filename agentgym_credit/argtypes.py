@@ -7,7 +7,9 @@ are never parsed. Only scalar annotations are checked (``int``, ``float``, ``boo
 with ``None``); containers and other classes pass unchecked. An ``int`` passes for a ``float``, a ``bool``
 only for a ``bool``, a numpy scalar like the Python one.
 
-:func:`close_match` is the ``"; did you mean 'X'?"`` of a mistyped name (:func:`difflib.get_close_matches`).
+:func:`close_match` is the ``"; did you mean 'X'?"`` of a mistyped name (:func:`difflib.get_close_matches`), and
+:func:`brief_repr` the short ``repr`` of a refused value that an error message (or a worker's reply, in place of a
+value that does not pickle) shows.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any, Union, get_args, get_origin
 
 import numpy as np
 
-__all__ = ["check_type", "close_match", "scalar_types"]
+__all__ = ["brief_repr", "check_type", "close_match", "scalar_types"]
 
 _SCALARS = (bool, int, float, str)
 
@@ -73,3 +75,18 @@ def close_match(name: str, candidates: Iterable[str]) -> str:
     """``"; did you mean 'X'?"`` for the candidate closest to ``name``, or ``""`` when none is close."""
     found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean {found[0]!r}?" if found else ""
+
+
+def brief_repr(value: Any, limit: int = 80) -> str:
+    """A short ``repr`` of ``value`` for an error message; never raises.
+
+    Integers too long to print (Python refuses ``str`` of ints over 4,300 digits) are described by
+    their size, and a failing ``__repr__`` by the type.
+    """
+    if isinstance(value, int | np.integer) and abs(int(value)).bit_length() > 256:
+        return f"<int of {abs(int(value)).bit_length()} bits>"
+    try:
+        text = repr(value)
+    except Exception as exc:  # a broken __repr__ must not replace the error being reported
+        return f"<{type(value).__name__} with failing repr: {type(exc).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 
-from agentgym_credit.argtypes import check_type
+from agentgym_credit.argtypes import brief_repr, check_type
 from agentgym_credit.envs.fork import (
     FORK_METHODS,
     MemberSnapshot,
@@ -101,21 +101,6 @@ def check_seed(seed: Any, name: str = "seed") -> int | None:
     if seed < 0:
         raise ValueError(f"{name} must be a non-negative int or None, got {brief_repr(seed)}")
     return int(seed)
-
-
-def brief_repr(value: Any, limit: int = 80) -> str:
-    """A short ``repr`` of ``value`` for an error message; never raises.
-
-    Integers too long to print (Python refuses ``str`` of ints over 4,300 digits) are described by
-    their size, and a failing ``__repr__`` by the type.
-    """
-    if isinstance(value, int | np.integer) and abs(int(value)).bit_length() > 256:
-        return f"<int of {abs(int(value)).bit_length()} bits>"
-    try:
-        text = repr(value)
-    except Exception as exc:  # a broken __repr__ must not replace the error being reported
-        return f"<{type(value).__name__} with failing repr: {type(exc).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _integer_option(key: str, value: Any) -> Any:

@@ -55,7 +55,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from agentgym_credit.argtypes import check_type
-from agentgym_credit.envs.base import as_text_action, check_reset_options, check_seed
+from agentgym_credit.envs.base import as_text_action, brief_repr, check_reset_options, check_seed
 from agentgym_credit.envs.fork import MemberSnapshot
 from agentgym_credit.envs.spaces import FreeText
 from agentgym_credit.envs.workers import (
@@ -70,7 +70,6 @@ from agentgym_credit.envs.workers import (
     member_snapshot,
     member_step,
     picklable,
-    safe_repr,
 )
 from agentgym_credit.errors import EnvClosedError, ResetError, ResetNeeded, WorkerStartError
 
@@ -442,7 +441,7 @@ class GroupVectorEnv(VectorEnv):
         per_group = self._group_options(options.pop("group_options", None))
         if not picklable((options, per_group)):  # checked with and without workers, so both behave the same
             raise TypeError(
-                f"reset options must be picklable (members in worker processes receive a copy): {safe_repr(options)}"
+                f"reset options must be picklable (members in worker processes receive a copy): {brief_repr(options)}"
             )
         group_seeds = self._group_seeds(seed)
         payload = {
@@ -740,7 +739,7 @@ class GroupVectorEnv(VectorEnv):
         """
         self._check_open()
         if not picklable((name, args, kwargs)):  # checked with and without workers, so both behave the same
-            raise TypeError(f"call arguments must be picklable (worker processes receive a copy): {safe_repr(args)}")
+            raise TypeError(f"call arguments must be picklable (worker processes receive a copy): {brief_repr(args)}")
         if not self._workers:
             answers = [member_call(env, name, args, kwargs) for env in self.members]
         else:
@@ -772,7 +771,7 @@ class GroupVectorEnv(VectorEnv):
         self._check_open()
         if not picklable((fn, args)):  # checked with and without workers, so both behave the same
             raise TypeError(f"apply's function and arguments must be picklable (worker processes receive a "
-                            f"copy): {safe_repr(fn)}")
+                            f"copy): {brief_repr(fn)}")
         if not self._workers:
             answers = {i: member_apply(self.members[i], fn, a) for i, a in args.items()}
         else:

@@ -27,7 +27,7 @@ from typing import Any, get_type_hints
 
 import gymnasium as gym
 
-from agentgym_credit.argtypes import check_type, close_match
+from agentgym_credit.argtypes import brief_repr, check_type, close_match
 
 __all__ = [
     "check_constructor_kwargs",
@@ -41,9 +41,12 @@ __all__ = [
     "member_snapshot",
     "member_step",
     "picklable",
-    "safe_repr",
+    "stand_in",
     "sendable_reply",
 ]
+
+STAND_IN_CHARS = 500
+"""The longest ``repr`` that replaces a value which does not pickle in a worker's reply."""
 
 
 def load_entry_point(entry_point: str | Callable[..., gym.Env]) -> Callable[..., gym.Env]:
@@ -144,12 +147,10 @@ def member_call(env: gym.Env, name: str, args: tuple, kwargs: dict) -> tuple[str
         return "error", exc
 
 
-def safe_repr(value: Any) -> str:
-    """``repr(value)`` cut to 500 characters, or a placeholder naming the type where ``repr`` raises."""
-    try:
-        return repr(value)[:500]
-    except Exception as exc:
-        return f"<{type(value).__name__} with failing repr: {type(exc).__name__}>"
+def stand_in(value: Any) -> str:
+    """What crosses the process boundary in place of a value that does not pickle: its ``repr``, at most
+    :data:`STAND_IN_CHARS` characters (:func:`~agentgym_credit.argtypes.brief_repr`: never raises)."""
+    return brief_repr(value, limit=STAND_IN_CHARS)
 
 
 def picklable(value: Any) -> bool:
@@ -173,18 +174,18 @@ def sendable_reply(cmd: str, item: tuple) -> tuple:
         return item
     j, *res = item
     if cmd == "snapshot":
-        return j, "error", f"TypeError: the member's snapshot cannot be pickled to leave its worker: {safe_repr(res[-1])}"
+        return j, "error", f"TypeError: the member's snapshot cannot be pickled to leave its worker: {stand_in(res[-1])}"
     if cmd in ("call", "apply"):
         status, value = res
-        what = value if status == "error" else f"value {safe_repr(value)}"
+        what = value if status == "error" else f"value {stand_in(value)}"
         return j, "error", TypeError(f"the member's answer cannot be sent from its worker process: {what}")
     info = res[-1]
     if isinstance(info, dict) and not picklable(info):
         bad = sorted(str(k) for k, v in info.items() if not picklable(v))
-        info = {(k if picklable(k) else safe_repr(k)): (v if picklable(v) else safe_repr(v))
+        info = {(k if picklable(k) else stand_in(k)): (v if picklable(v) else stand_in(v))
                 for k, v in info.items()}
         info["unpicklable_info"] = bad
-    res = [v if picklable(v) else safe_repr(v) for v in res[:-1]] + [info]
+    res = [v if picklable(v) else stand_in(v) for v in res[:-1]] + [info]
     return (j, *res)
 
 
