@@ -198,13 +198,13 @@ class HFGenerator:
                 input_ids, attn, position, cache = shared_prefix_inputs(
                     model, prompts, policy.pad_id, shared, reserved_cache(model.config, self.max_new_tokens))
                 lean = lean_decode_step(model) if self.static is None and supports_lean_decoding(model) else None
-                return self._decode(ids, copy_of, input_ids, attn, position, cache, lean, start)
+                return self._decode(ids, copy_of, input_ids, attn, position, cache, start, lean)
         finally:
             model.train(was_training)
 
     def _decode(self, ids: list[list[int]], copy_of: list[int], input_ids: torch.Tensor, attn: torch.Tensor,
-                position: torch.Tensor, cache: Any, lean: LlamaDecodeStep | None = None,
-                start: float | None = None) -> list[Generation]:
+                position: torch.Tensor, cache: Any, start: float,
+                lean: LlamaDecodeStep | None = None) -> list[Generation]:
         """Prefill each distinct prompt once, copy its cache to every row with that prompt, then sample token by
         token until every row stopped (see :meth:`sample`); ``lean`` computes the decoding steps where it applies
         (:mod:`~agentgym_credit.baselines.decode_step`, the same logits), else the model's forward does. The
@@ -220,14 +220,13 @@ class HFGenerator:
             logits, attn, position = logits[index], attn[index], position[index]
             cache.batch_select_indices(index)
         position = position[:, -1:]
-        if start is not None:
-            self.stats["prefill_s"] += time.perf_counter() - start
+        self.stats["prefill_s"] += time.perf_counter() - start
         if self.static is not None:
-            ran = self.static.stats["graph_replays"] + self.static.stats["eager_steps"]
+            ran = self.static.steps
             tokens, logps, entropy = self.static.decode(
                 logits, cache, attn, position, self.max_new_tokens,
                 lambda row: row[-1] == policy.eos_id or self.matcher.done(row), model=model)
-            self.stats["decode_steps"] += self.static.stats["graph_replays"] + self.static.stats["eager_steps"] - ran
+            self.stats["decode_steps"] += self.static.steps - ran
             return [Generation(x, resp, np.asarray(lp, dtype=np.float64), response_text(tok, resp, policy.eos_id),
                                float(np.mean(h)))
                     for x, resp, lp, h in zip(ids, tokens, logps, entropy, strict=True)]

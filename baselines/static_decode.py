@@ -262,6 +262,11 @@ class StaticDecoder:
                 self.capture_error = f"{type(exc).__name__}: {exc}"
                 torch.cuda.synchronize(self.device)
 
+    @property
+    def steps(self) -> int:
+        """Decoding steps run so far, replayed from a graph or eager."""
+        return self.stats["graph_replays"] + self.stats["eager_steps"]
+
     def _run_step(self, buffers: _Buffers) -> None:
         if self.use_graphs:
             if buffers.graph is not None:

@@ -366,10 +366,9 @@ class Trainer:
         start, cpu_start = time.perf_counter(), time.process_time()
         generated = dict(getattr(self.generator, "stats", {}))
         rollout = self.rollout(iteration)
-        after = getattr(self.generator, "stats", {})
-        generate_s = after.get("generate_s", 0.0) - generated.get("generate_s", 0.0)
-        tokens = after.get("generated_tokens", 0.0) - generated.get("generated_tokens", 0.0)
-        sampler = {key: after[key] - generated.get(key, 0.0) for key in ("prefill_s", "decode_steps") if key in after}
+        spent = {key: value - generated.get(key, 0.0) for key, value in getattr(self.generator, "stats", {}).items()}
+        generate_s, tokens = spent.get("generate_s", 0.0), spent.get("generated_tokens", 0.0)
+        sampler = {key: spent[key] for key in ("prefill_s", "decode_steps") if key in spent}
         t0 = time.perf_counter()
         self.last_rollout = rollout
         if len(rollout) == 0:  # filter_groups kept nothing: no advantage to assign, no update

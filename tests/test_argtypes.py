@@ -1,5 +1,3 @@
-import pickle
-
 from agentgym_credit.argtypes import brief_repr
 from agentgym_credit.envs.workers import STAND_IN_CHARS, picklable, stand_in
 
@@ -21,5 +19,4 @@ def test_a_value_that_does_not_pickle_is_replaced_by_its_cut_repr():
     assert not picklable(unpicklable)
     text = stand_in(unpicklable)
     assert len(text) == STAND_IN_CHARS and text.startswith("[<function") and text.endswith("...")
-    assert pickle.loads(pickle.dumps(text)) == text
     assert stand_in(BadRepr()) == "<BadRepr with failing repr: RuntimeError>"

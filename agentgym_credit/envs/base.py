@@ -71,7 +71,6 @@ __all__ = [
     "check_reset_options",
     "integer_option",
     "id_option",
-    "brief_repr",
 ]
 
 REQUIRED_INFO_KEYS = ("anchor", "admissible_actions", "won", "task", "task_id", "group_id", "action_valid")

@@ -54,8 +54,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from agentgym_credit.argtypes import check_type
-from agentgym_credit.envs.base import as_text_action, brief_repr, check_reset_options, check_seed
+from agentgym_credit.argtypes import brief_repr, check_type
+from agentgym_credit.envs.base import as_text_action, check_reset_options, check_seed
 from agentgym_credit.envs.fork import MemberSnapshot
 from agentgym_credit.envs.spaces import FreeText
 from agentgym_credit.envs.workers import (

@@ -33,6 +33,7 @@ def test_greedy_tokens_and_logprobs_match_the_dynamic_sampler(policy):
         np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5, rtol=0)
     # no stop: 19 steps after the first token
     assert static_gen.static.stats["eager_steps"] == 19 and static_gen.static.stats["graphs_captured"] == 0
+    assert static_gen.stats["decode_steps"] == static_gen.static.steps == 19
 
 
 def test_sampled_logprobs_are_the_trainers_recomputation(policy):

@@ -29,7 +29,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import agentgym_credit  # noqa: F401
-from agentgym_credit.envs.base import REQUIRED_INFO_KEYS, brief_repr
+from agentgym_credit.argtypes import brief_repr
+from agentgym_credit.envs.base import REQUIRED_INFO_KEYS
 from agentgym_credit.envs.group_vector import GroupVectorEnv
 from agentgym_credit.envs.workers import picklable
 from agentgym_credit.errors import ResetError, ResetNeeded
