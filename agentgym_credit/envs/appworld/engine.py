@@ -38,6 +38,7 @@ __all__ = [
     "EngineError",
     "EngineLost",
     "EngineProcess",
+    "MAX_REPLY_BYTES",
     "REQUIREMENTS",
     "SECCOMP_REQUIREMENT",
     "WorldConnection",
@@ -56,6 +57,8 @@ START_TIMEOUT_S = 180.0
 HELLO_TIMEOUT_S = 30.0  # a template that forks no world server within this is restarted
 BUILD_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 60.0
+MAX_REPLY_BYTES = 64 * 1024 * 1024  # the longest reply read from a world server (its largest, a fork's save,
+# is a few megabytes: each app's database grows by at most engine_server.MAX_GROWTH_BYTES)
 
 
 class AppWorldNotInstalled(RuntimeError):
@@ -280,10 +283,15 @@ class WorldConnection:
     Args:
         engine: the running template.
         hello_timeout: seconds to wait for the world server's hello.
+
+    Attributes:
+        max_reply_bytes: the longest reply read (:data:`MAX_REPLY_BYTES`); a longer one, as a reply that is
+            not JSON, loses the world (:class:`EngineLost`): it is never read whole into this process.
     """
 
     def __init__(self, engine: EngineProcess, hello_timeout: float = HELLO_TIMEOUT_S) -> None:
         self.engine = engine
+        self.max_reply_bytes = MAX_REPLY_BYTES
         self.world_pid: int | None = None
         self._pidfd: int | None = None
         self._sock: socket.socket | None = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -319,12 +327,21 @@ class WorldConnection:
     def _read_reply(self, timeout: float) -> dict:
         assert self._sock is not None
         self._sock.settimeout(timeout)
+        searched = 0
         while True:
-            end = self._buffer.find(b"\n")
+            end = self._buffer.find(b"\n", searched)
+            if end > self.max_reply_bytes or (end < 0 and len(self._buffer) > self.max_reply_bytes):
+                raise ValueError(
+                    f"the AppWorld world server sent a reply longer than {self.max_reply_bytes} bytes"
+                )
             if end >= 0:
                 line = bytes(self._buffer[:end])
                 del self._buffer[: end + 1]
-                return json.loads(line)
+                try:
+                    return json.loads(line)
+                except RecursionError:
+                    raise ValueError("the AppWorld world server sent a reply nested too deeply") from None
+            searched = len(self._buffer)
             chunk = self._sock.recv(1 << 20)
             if not chunk:
                 raise ConnectionError("the AppWorld world server closed the connection (its process ended)")

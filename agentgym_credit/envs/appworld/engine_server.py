@@ -29,8 +29,9 @@ Client ops (one JSON object per line each way; replies ``{"ok": true, ...}`` or 
   ``set_random_seed`` seeds Python, Faker and the model factories; the clock is frozen at
   :data:`WORLD_DATETIME`), post ``instruction`` as the supervisor's active task and snapshot the
   database. Reply: ``summary`` (the world's people, accounts, notes, ... used to write tasks),
-  ``api_names`` (``{app: [api, ...]}``, what the agent's ``apis`` proxy offers) and ``clock`` (the frozen
-  date and time, which the agent's REPL is frozen at too).
+  ``api_names`` (``{app: [api, ...]}`` of the agent's apps, :data:`AGENT_APPS`: what the agent's ``apis``
+  proxy offers) and ``clock`` (the frozen date and time, which the agent's REPL is frozen at too). Each
+  app's database may then grow by :data:`MAX_GROWTH_BYTES` (SQLite's ``max_page_count``).
 * ``attach`` (with one file descriptor, ``SCM_RIGHTS``): the agent channel of a new REPL (replaces the
   previous one).
 * ``begin {"code"}``: a new step: reset the package's per-step request count and return AppWorld's
@@ -49,14 +50,16 @@ Client ops (one JSON object per line each way; replies ``{"ok": true, ...}`` or 
 * ``load {"images", "random", "tokens"}``: put a ``save`` of another world server of the same task in
   place of this world's state, after ``build`` (whose snapshot, the start the diff is taken against,
   stays); all of it is checked before anything changes.
-* ``call {"app", "api", "kwargs"}``: one API call on behalf of the client (tests, benchmarks).
+* ``call {"app", "api", "kwargs"}``: one API call on behalf of the client (tests, benchmarks; any app).
 
 Agent channel: requests ``{"id", "app", "api", "kwargs"}`` of at most :data:`MAX_REQUEST_BYTES`
 bytes, JSON only, each dispatched to ``self.engine.apis.<app>.<api>(**kwargs)`` for the names in
 ``api_names``; replies ``{"id", "ok": true, "result"}`` or ``{"id", "ok": false, "error": {"module",
 "name", "args", "text"}}`` (the engine's exception, rebuilt by the agent's proxy); a line that is not such a
 request (junk, an over-long line) gets no reply. Nothing the agent sends is evaluated as code, and grading
-reads only this process's databases.
+reads only this process's databases. The engine's HTTP app serves the apps' routes only (AppWorld's server
+routes, which save and load databases at host paths and set the clock, are removed), and a path parameter
+fills one segment of its API's own path (:func:`path_segment`): no request leaves its API's route.
 
 **World cache.** ``world-<builder version>-<seed>.json`` files carry an HMAC-SHA256 of their content
 under a per-cache key (``.hmac-key``, mode 0600, in the cache folder, which the agent's sandbox does not
@@ -82,6 +85,7 @@ import signal
 import socket
 import struct
 import sys
+import urllib.parse
 import warnings
 import zlib
 from typing import Any
@@ -95,6 +99,7 @@ MAX_REQUEST_BYTES = 1024 * 1024  # the longest API request an agent may send (it
 MAX_CLIENT_BYTES = 64 * 1024 * 1024  # the longest client request (code is capped far below this)
 MAX_IMAGE_BYTES = 256 * 1024 * 1024  # the largest app database a saved world may load
 MAX_ERROR_CHARS = 20_000  # characters of an engine error message sent back to the agent
+MAX_GROWTH_BYTES = 2 * 1024 * 1024  # how much each app's database may grow over its world as built
 AGENT_SEND_TIMEOUT = 5.0  # an agent that does not read its replies loses its channel
 SPARE_WORLDS = 4  # forked world servers kept waiting (about 17 MB of private memory each)
 CACHE_FORMAT = 3  # bump when the cache file layout changes
@@ -196,6 +201,9 @@ class Engine:
             create_db=True,
         )
         self.api_names = {app: [str(api) for api in self.apis[app].keys()] for app in self.apis.keys()}
+        self.agent_api_names = {app: self.api_names[app] for app in AGENT_APPS}
+        self.path_parameters = _path_parameters(APPS)
+        _serve_apps_only(self.requester.client.app)
         self.models = {app: import_models_module(app) for app in APPS}
         docs = ApiDocCollection.build(
             load_apps=tuple(a for a in AGENT_APPS if a != "api_docs") + ("api_docs",)
@@ -356,6 +364,41 @@ def _int_keys(dump: dict) -> dict:
     }
 
 
+# ------------------------------------------------------------------------------------------ HTTP routes
+def _path_parameters(apps: tuple[str, ...]) -> dict[str, dict[str, tuple[str, ...]]]:
+    """The path parameters of every API (``{app: {api: ("user_email", ...)}}``): the names in braces of the
+    API's path (``/venmo/friends/{user_email}``), which the engine's HTTP client fills with the arguments."""
+    import re
+
+    from appworld.requester import _get_api_name_to_doc
+
+    return {
+        app: {
+            api: tuple(re.findall(r"{(\w+)}", doc["path"]))
+            for api, doc in _get_api_name_to_doc(app, include_private_apis=True).items()
+        }
+        for app in apps
+    }
+
+
+def path_segment(value: Any) -> str:
+    """``value`` as one segment of a URL path: its text (``str``, as the HTTP client fills a path parameter)
+    with every character but letters, digits, ``_``, ``-`` and ``~`` percent-encoded, ``/``, ``?``, ``#``
+    and ``.`` included. The app decodes it back to the same text, but it cannot leave its API's route: no
+    ``..`` segment (which the HTTP client would resolve before sending), no query, no second segment."""
+    return urllib.parse.quote(str(value), safe="").replace(".", "%2E")
+
+
+def _serve_apps_only(app: Any) -> None:
+    """Keep only the apps' own routes (``/venmo/...``) in the engine's HTTP app. AppWorld's server routes
+    (``/dbs``, ``/dbs/save``, ``/date_time``, ``/seed``, ...) are for AppWorld run as a remote API server,
+    which the engine never is: it sets its databases and clock by function calls. Served, they would save the
+    databases into any host folder (deleting it first), load them from one, or move the world's clock."""
+    from starlette.routing import Mount
+
+    app.router.routes[:] = [route for route in app.router.routes if isinstance(route, Mount)]
+
+
 # --------------------------------------------------------------------------------------------- world
 class _Opaque:
     """A value of the agent's that JSON cannot carry: ``str`` gives its text (what an HTTP query
@@ -413,6 +456,7 @@ class World:
         self.engine = engine
         self.snapshot: dict[str, dict[str, dict[int, dict]]] = {}
         self.built = False
+        self.built_pages: dict[str, int] = {}  # each app database's pages as built (its growth is limited)
 
     def build(self, seed: int, instruction: str, fresh: bool = False) -> dict:
         from appworld.common.random import set_random_seed
@@ -429,23 +473,46 @@ class World:
         supervisor.Task.save_all([task])
         # the snapshot: the world's rows as built (cached with it), the supervisor's tables with the new task
         self.snapshot = {**_int_keys(world["dump"]), **dump_world(self.engine.models, ("supervisor",))}
+        self.built_pages = {app: self._pragma(app, "page_count") for app in WORLD_APPS}
+        self._limit_growth()
         self.built = True
         return world["summary"]
 
-    def call(self, app: Any, api: Any, kwargs: Any) -> Any:
-        """One API call, as ``apis.<app>.<api>(**kwargs)`` in AppWorld's own REPL."""
+    def _pragma(self, app: str, name: str, value: int | None = None) -> int:
+        """Read (or set) the integer ``PRAGMA name`` of ``app``'s database."""
+        statement = f"pragma {name}" if value is None else f"pragma {name} = {int(value)}"
+        return int(self.engine.models[app].SQLModel.db.connection.execute(statement).fetchone()[0])
+
+    def _limit_growth(self, limit: bool = True) -> None:
+        """Let each app's database grow by at most :data:`MAX_GROWTH_BYTES` over the world as built (SQLite's
+        ``max_page_count``: a write past it fails with ``database or disk is full``), or (``limit`` False,
+        while a saved world is loaded) by as much as SQLite allows. The world's memory, its diff, its
+        digest and a fork's copy of it stay within a few megabytes of the world as built, whatever the agent
+        writes."""
+        for app, pages in self.built_pages.items():
+            extra = MAX_GROWTH_BYTES // self._pragma(app, "page_size") if limit else 2**31
+            self._pragma(app, "max_page_count", pages + extra)
+
+    def call(self, app: Any, api: Any, kwargs: Any, agent: bool = True) -> Any:
+        """One API call, as ``apis.<app>.<api>(**kwargs)`` in AppWorld's own REPL: of the agent's apps
+        (``agent``; AppWorld's agents have no ``admin`` app), else of any app (the client's own calls). A path
+        parameter is sent as one segment of its API's path (:func:`path_segment`)."""
         from appworld.apps.api_lib import raise_http_exception
 
         if not self.built:
             raise RuntimeError("the world is not built yet")
-        names = self.engine.api_names
+        names = self.engine.agent_api_names if agent else self.engine.api_names
         if not isinstance(app, str) or app not in names:
             raise_http_exception(f"No app named '{app}' found.")
         if not isinstance(api, str) or api not in names[app]:
             raise_http_exception(f"No API named '{api}' found in the {app} app.")
         if not isinstance(kwargs, dict):
             raise TypeError("the API arguments must be keyword arguments")
-        return self.engine.apis[app][api](**_decode_opaque(kwargs))
+        arguments = _decode_opaque(kwargs)
+        for name in self.engine.path_parameters[app].get(api, ()):
+            if name in arguments:
+                arguments[name] = path_segment(arguments[name])
+        return self.engine.apis[app][api](**arguments)
 
     def begin(self, code: str) -> str | None:
         """A new step: the request count reset; ``SafetyGuard``'s verdict on ``code`` (None: safe)."""
@@ -532,8 +599,12 @@ class World:
                 raise ValueError(f"the image of {app} is not a SQLite database ({exc})") from None
             finally:
                 check.close()
-        for app, image in raw.items():
-            self.engine._load_image(app, image)
+        self._limit_growth(False)
+        try:
+            for app, image in raw.items():
+                self.engine._load_image(app, image)
+        finally:
+            self._limit_growth()
         random.setstate(state)
         for app in WORLD_APPS:
             _logged_out(app).clear()
@@ -694,7 +765,7 @@ class WorldServer:
                 return {
                     "ok": True,
                     "summary": summary,
-                    "api_names": world.engine.api_names,
+                    "api_names": world.engine.agent_api_names,
                     "clock": list(WORLD_DATETIME),
                 }
             if op == "attach":
@@ -723,7 +794,9 @@ class WorldServer:
             if op == "call":
                 return {
                     "ok": True,
-                    "result": world.call(request.get("app"), request.get("api"), request.get("kwargs")),
+                    "result": world.call(
+                        request.get("app"), request.get("api"), request.get("kwargs"), agent=False
+                    ),
                 }
             if op == "ping":
                 return {"ok": True, "pid": os.getpid()}

@@ -36,7 +36,7 @@ from agentgym_credit.envs.appworld.engine import (
 from agentgym_credit.envs.appworld.env import AppWorldEnv
 from agentgym_credit.envs.appworld.evaluation import MAX_ANSWER_CHARS
 from agentgym_credit.envs.appworld.oracle import play
-from agentgym_credit.envs.appworld.scenarios import LOGIN, VENMO_LOGIN
+from agentgym_credit.envs.appworld.scenarios import LOGIN, NOTE_LOGIN, VENMO_LOGIN
 from agentgym_credit.envs.appworld.tasks import default_tasks_path
 from agentgym_credit.errors import ResetNeeded
 
@@ -343,6 +343,84 @@ def test_the_database_is_out_of_reach(make_env) -> None:
     steps = list(task.solution)
     result = play(env, task, [*attempts, *steps])
     assert result["won"] and result["reward"] == 10.0
+
+
+# ------------------------------------------------------------------------------------------ the API surface
+def test_a_path_parameter_reaches_only_its_own_route(make_env, tmp_path) -> None:
+    """A path parameter fills one segment of its own API's path: ``../`` and ``?`` in it do not climb to the
+    engine's server routes (saving the databases to a host folder, which deletes the folder first; setting
+    the clock) or to another route of the app."""
+    env = make_env()
+    task = _task(env, "venmo_balance")
+    env.reset(options={"task_id": task.task_id})
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("host data")
+    attempts = (
+        f"apis.venmo.add_friend(user_email='../../dbs/save?', from_db_home_path=':memory:agc', "
+        f"to_db_home_path={str(victim)!r}, app_names=['venmo'], delete_if_exists=True)",
+        "apis.venmo.add_friend(user_email='../../date_time?', date_and_time='2030-01-01T00:00:00')",
+        "apis.simple_note.add_content_to_note(note_id='..', append_or_prepend='..')",
+    )
+    code = "".join(f"try:\n    print({a})\nexcept Exception as error:\n    print(error)\n" for a in attempts)
+    observation, *_ = _step(env, code + "print(apis.phone.get_current_date_and_time())")
+    assert sorted(p.name for p in victim.iterdir()) == ["keep.txt"], observation
+    assert "Successfully" not in observation and "time_freezer_id" not in observation
+    assert "'date': 'Thursday, May 18, 2023'" in observation, observation  # the world's clock stayed
+    assert play(env, task)["won"]
+
+
+def test_the_admin_app_is_not_the_agents(member) -> None:
+    """The agent has the apps AppWorld gives its agents: not ``admin`` (payment cards' balances, credits and
+    debits), neither in ``apis`` nor by a request of its own on the API channel."""
+    code = ESCAPE + (
+        "cells = [cell.cell_contents for cell in A('__closure__')(apis.venmo.login)]\n"
+        "client = [c for c in cells if not isinstance(c, str)][0]\n"
+        "card = {'owner_name': 'x', 'card_number': 10 ** 15, 'expiry_year': 2030, 'expiry_month': 1,"
+        " 'cvv_number': 123, 'amount': 5}\n"
+        "print('admin' in apis, call(client, 'call', 'admin', 'credit_to_card', card))"
+    )
+    observation, *_ = _step(member, code)
+    assert observation.startswith("False ") and "No app named 'admin' found." in observation, observation
+
+
+def test_a_world_database_grows_by_at_most_its_limit(make_env) -> None:
+    """Each app's database may grow by ``MAX_GROWTH_BYTES`` over the world as built (SQLite's page limit):
+    past it a write fails with SQLite's error and the world goes on serving. The world's memory, its diff
+    (read by the client at the end) and a fork's copy of it stay small."""
+    env = make_env()
+    task = _task(env, "venmo_balance")
+    env.reset(options={"task_id": task.task_id})
+    code = f"{LOGIN}\n{NOTE_LOGIN}\n" + (
+        "made = 0\ntry:\n    for made in range(1, 40):\n"
+        "        apis.simple_note.create_note(access_token=note_token, title=str(made),"
+        " content='y' * 400_000)\n"
+        "except Exception as error:\n    print('made', made, error)\n"
+    )
+    observation, *_ = _step(env, code)
+    made = int(observation.split("made ")[1].split()[0])
+    assert made * 400_000 <= 2 * engine_server.MAX_GROWTH_BYTES and "full" in observation, observation
+    observation, *_ = _step(env, "print(apis.supervisor.show_profile()['email'])")
+    assert "@" in observation
+    assert len(json.dumps(env._world.request("diff"))) < 3 * engine_server.MAX_GROWTH_BYTES
+    assert play(env, task)["won"]
+
+
+def test_a_reply_longer_than_the_clients_limit_is_not_read(make_env) -> None:
+    """The client reads a world server's reply up to a limit, as every channel here: past it the world is
+    lost (and killed), never read whole into the trainer's memory."""
+    env = make_env()
+    env.reset(options={"task_id": _task(env, "venmo_balance").task_id})
+    world = env._world
+    world.max_reply_bytes = 10_000
+    with pytest.raises(EngineLost, match="longer than 10000 bytes"):
+        world.request("save")
+    deadline = time.monotonic() + 10
+    while process_state(world.world_pid) not in ("X", "Z") and time.monotonic() < deadline:
+        time.sleep(0.01)  # killed (SIGKILL through its pidfd): gone a moment later
+    assert process_state(world.world_pid) in ("X", "Z")
+    observation, reward, terminated, truncated, info = env.step("print(1)")
+    assert terminated and info["engine_lost"] and reward == 0.0
 
 
 # ------------------------------------------------------------------------------------- leaks and breaks
