@@ -14,8 +14,8 @@ and 4 (API: the world server); the client's ``init`` message gives the API names
 memory and CPU budget; the REPL namespace is built (AppWorld's preamble imports, ``apis``); then
 :func:`apply_limits` (``RLIMIT_AS`` = current size + ``memory_mb``, ``RLIMIT_CPU`` = the episode's CPU
 budget, ``RLIMIT_FSIZE`` 0, ``RLIMIT_NOFILE`` 16, ``RLIMIT_NPROC`` 0, ``RLIMIT_CORE`` 0) and
-:func:`load_seccomp` (no exec, fork, clone, socket creation, ptrace, signals to other processes, mounts
-or namespaces); then the audit hook.
+:func:`load_seccomp` (no exec, fork, clone, socket creation, ptrace, signals to other processes, mounts,
+namespaces or System V IPC); then the audit hook.
 
 Execution of one step: the code is parsed first and any import outside :data:`ALLOWED_MODULES`, any
 name in :data:`FORBIDDEN_NAMES` and any attribute that starts with an underscore or is in
@@ -260,6 +260,20 @@ DENIED_SYSCALLS = (
     "io_uring_setup",
     "io_uring_enter",
     "io_uring_register",
+    # System V IPC and POSIX message queues: their memory is the kernel's, outside RLIMIT_AS (a shared memory
+    # segment attached, filled and detached again stays allocated, as much as the host has)
+    "shmget",
+    "shmat",
+    "shmctl",
+    "msgget",
+    "msgsnd",
+    "msgctl",
+    "semget",
+    "semop",
+    "semtimedop",
+    "semctl",
+    "mq_open",
+    "mq_timedsend",
     "keyctl",
     "add_key",
     "request_key",
@@ -890,6 +904,7 @@ def _probe_checks(sandboxed: bool) -> list[str]:
         ("exec", lambda: os.execv(sys.executable, [sys.executable, "-c", "pass"])),
         ("socket", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)),
         ("signal to another process", lambda: os.kill(1 if os.getpid() != 1 else 2, 0)),
+        ("System V shared memory", _shared_memory_segment),
     ):
         try:
             result = attempt()
@@ -907,6 +922,19 @@ def _probe_checks(sandboxed: bool) -> list[str]:
         if os.path.exists("/etc/passwd"):
             problems.append("/etc/passwd is visible")
     return problems
+
+
+def _shared_memory_segment() -> str:
+    """Create (and remove again) a System V shared memory segment; OSError (EPERM under the filter) if not."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    segment = libc.shmget(0, 4096, 0o600)  # IPC_PRIVATE
+    if segment < 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error))
+    libc.shmctl(segment, 0, None)  # IPC_RMID
+    return "created"
 
 
 # --------------------------------------------------------------------------------------------- main

@@ -19,7 +19,8 @@ Inside, before any agent code, the worker loads a seccomp filter (``pyseccomp``)
 ``execve``/``execveat``, ``fork``/``vfork``/``clone``/``clone3`` (no process or thread after set-up),
 socket creation, ``connect``/``bind``, ``sendmsg`` (no descriptor passing), ``ptrace`` and
 ``process_vm_*``, signals to any process but itself, mounts, namespaces, ``chroot``, ``io_uring``,
-``bpf``, module loading and the like, and sets ``RLIMIT_AS`` (its size + ``memory_mb``),
+``bpf``, System V IPC (a shared memory segment's memory is outside ``RLIMIT_AS``), module loading and the
+like, and sets ``RLIMIT_AS`` (its size + ``memory_mb``),
 ``RLIMIT_CPU`` (the episode's CPU budget), ``RLIMIT_FSIZE`` 0, ``RLIMIT_NOFILE`` 16 and
 ``RLIMIT_NPROC`` 0. Its only ways out are its two inherited sockets: control (this process) and API
 (its world server).
@@ -38,8 +39,8 @@ same world. Replies are untrusted text: size-capped, type-checked, matched to th
 number; anything else is :class:`AgentLost` too.
 
 :func:`probe_sandbox` checks once per process that the wall holds on this machine (bwrap starts a
-Python that runs as uid 65534 and cannot fork, exec, open sockets or signal other processes, nor see
-``/etc/passwd``); :class:`~agentgym_credit.envs.appworld.env.AppWorldEnv` refuses to start otherwise
+Python that runs as uid 65534 and cannot fork, exec, open sockets, create shared memory or signal other
+processes, nor see ``/etc/passwd``); :class:`~agentgym_credit.envs.appworld.env.AppWorldEnv` refuses to start otherwise
 (:class:`SandboxUnavailable`), unless ``unsafe_no_sandbox=True`` (trusted code only: the worker then
 runs as a plain child process, still separate from the world server, with the same limits but no
 namespaces and no seccomp filter).
@@ -528,7 +529,7 @@ class AgentProcess:
                 del self._buffer[: end + 1]
                 try:
                     return json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser recurses
                     return None
             if len(self._buffer) > cap:
                 raise self._lost("the Python REPL sent a reply that is too long", "invalid reply")

@@ -143,6 +143,15 @@ WALL = {
         "not allowed to raise maximum limit",
         "None",
     ),
+    # System V IPC memory is not in the process's address space: a segment attached, filled and detached
+    # again would hold memory past RLIMIT_AS, as much as the host has
+    "System V shared memory and message queues": (
+        "libc = call(modules['ctypes'], 'CDLL', None)\n"
+        "print(call(libc, 'shmget', 0, 1 << 20, 0o1600), call(libc, 'msgget', 0, 0o1600),"
+        " call(libc, 'semget', 0, 1, 0o1600))",
+        "-1 -1 -1",
+        "Error",
+    ),
 }
 
 
@@ -279,6 +288,7 @@ seq = A('f_locals')(f)['request']['seq']
             '(\'{"seq": %d, "output": 5, "error": 1}\\n\' % seq).encode()',
         ),
         ("over a MiB without an end", "b'{' * (3 * 1024 * 1024)"),
+        ("nested deeper than the parser recurses", "b'[' * 200_000 + b'\\n'"),
     ],
 )
 def test_a_malformed_control_reply_restarts_the_repl(member, name, reply) -> None:
