@@ -50,7 +50,9 @@ bytes: the client and the world server never unpickle them. Restoring opens a fr
 builds the task's world from its seed (so the diff the grader reads is still taken against the task's own
 start) and loads the saved state over it, and a fresh sandboxed REPL that loads the bytes with an unpickler
 that admits only library classes (none of the agent's) before it is attached to the world; what it wrote
-to its API channel before that is dropped. Variables that do not pickle (a function or class the agent
+to its API channel before that is dropped. The bytes are the agent's own (its code can replace the function
+that pickles them): bytes that do not load give the restored episode a fresh REPL instead, and its next
+observation says the variables are lost, as after a crashed REPL. Variables that do not pickle (a function or class the agent
 defined, a generator) make the snapshot a replay one: restoring replays the code steps from the reset in a
 fresh world and REPL and checks the world's digest. A replay repeats the outputs because the REPL
 is deterministic per episode, as AppWorld's own: its ``random`` seeded with the world's seed, its clock
@@ -74,6 +76,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from agentgym_credit.embedding.texts import encodable_texts
 from agentgym_credit.envs.appworld.engine import (
     READY_STAMP,
     EngineError,
@@ -246,8 +249,9 @@ class AppWorldEnv(GroupMemberEnv):
         """A new world server with ``task``'s world and a new REPL attached to it; with ``saved`` (a native
         snapshot's state), the world's databases and the REPL's variables are those of the snapshot.
 
-        Raises:
-            ValueError: the snapshot's REPL state does not load (the new processes are closed).
+        The REPL's variables are the agent's own bytes (pickled by its process, whose pickler its code can
+        replace): if they do not load in the new REPL, a fresh REPL takes its place and the next observation
+        says the variables are lost, as after a crashed REPL; the world is the snapshot's all the same.
         """
         engine = shared_engine(self.venv, self.memory_mb)
         agent, self._spare = self._spare, None
@@ -256,16 +260,22 @@ class AppWorldEnv(GroupMemberEnv):
                 agent.close()
             agent = self._new_agent()  # starts while the world is built
         world = None
+        variables_lost = False
         try:
             world = WorldConnection(engine)
             reply = world.build(task.world_seed, task.instruction)
             agent.start(reply["api_names"], task.world_seed, reply["clock"])
             if saved is not None:
                 world.request("load", **saved["world"])
-                refused = agent.restore(saved["repl"], self.step_seconds, self.grace_seconds)
-                if refused is not None:
-                    raise ValueError(f"the snapshot's REPL state does not load in a fresh REPL ({refused}); "
-                                     "take a new snapshot() of the member to fork")
+                try:
+                    refused = agent.restore(saved["repl"], self.step_seconds, self.grace_seconds)
+                    variables_lost = refused is not None
+                except AgentLost:  # the state's loading ended or hung its REPL
+                    variables_lost = True
+                if variables_lost:
+                    agent.close()
+                    agent = self._new_agent()
+                    agent.start(reply["api_names"], task.world_seed, reply["clock"])
             self._attach(world, agent)
         except BaseException:
             agent.close()
@@ -274,6 +284,7 @@ class AppWorldEnv(GroupMemberEnv):
             raise
         self._world, self._agent, self._api_names = world, agent, reply["api_names"]
         self._clock = list(reply["clock"])
+        self._variables_lost = variables_lost
         return reply
 
     @staticmethod
@@ -339,7 +350,7 @@ class AppWorldEnv(GroupMemberEnv):
         self._close_episode()
         lost = not isinstance(exc, EngineError)
         what = "stopped" if lost else "failed"
-        message = f"Execution failed: the AppWorld engine {what} ({exc}). The episode is over."
+        message = _text(f"Execution failed: the AppWorld engine {what} ({exc}). The episode is over.")
         key = "engine_lost" if lost else "engine_error"
         return StepOutcome(message, 0.0, False, True, False, message, {**info, "error": str(exc), key: True})
 
@@ -391,11 +402,12 @@ class AppWorldEnv(GroupMemberEnv):
             state = world.request("state", answer_cap=MAX_ANSWER_CHARS)
         except (EngineLost, EngineError) as exc:
             return self._engine_failure(exc, info)
-        if self._variables_lost:  # the REPL was replaced since the last step (a snapshot it did not answer)
+        if self._variables_lost:  # the REPL was replaced outside a step (a snapshot it did not answer, a fork
+            # whose variables did not load)
             self._variables_lost = False
             reply = {**reply, "output": f"{RESTART_NOTE}\n{reply['output']}"}
             info["repl_restarted"] = True
-        observation = self._truncate(str(reply["output"]))
+        observation = self._truncate(_text(str(reply["output"])))
         info["execution_error"] = bool(reply["error"])
         completed = bool(state.get("completed"))
         last_step = self.elapsed_steps >= self.max_steps
@@ -498,7 +510,6 @@ class AppWorldEnv(GroupMemberEnv):
             if process is not None:
                 process.close()
         self._task, self.world_summary = task, reply["summary"]
-        self._variables_lost = False
 
     def _check_state(self, state: Any) -> AppWorldTask:
         """The task of a snapshot's engine state; ValueError, before anything changes, if it is malformed."""
@@ -540,6 +551,12 @@ def _state_problem(state: Any, tasks: dict[str, int]) -> str:
     ):
         return "the world's images are not bytes per app"
     return ""
+
+
+def _text(text: str) -> str:
+    """``text`` as every consumer of an observation takes it: the agent's code may print lone surrogates
+    (``chr(0xd800)``, not UTF-8, which a tokenizer refuses); they become ``\\ud800`` escapes."""
+    return encodable_texts([text])[0]
 
 
 def _lost_output(exc: AgentLost, seconds: float) -> str:

@@ -394,6 +394,14 @@ def test_the_admin_app_is_not_the_agents(member) -> None:
     assert observation.startswith("False ") and "No app named 'admin' found." in observation, observation
 
 
+def test_observations_are_text_a_tokenizer_takes(member) -> None:
+    """Lone surrogates the agent prints (not UTF-8: a tokenizer refuses the string, and the trainer with it)
+    reach the observation as ``\\udXXX`` escapes."""
+    observation, *_ = _step(member, "print(chr(0xd800) + 'x', chr(0xdfff))")
+    assert observation.strip() == "\\ud800x \\udfff", repr(observation)
+    assert observation.encode("utf-8")
+
+
 def test_a_world_database_grows_by_at_most_its_limit(make_env) -> None:
     """Each app's database may grow by ``MAX_GROWTH_BYTES`` over the world as built (SQLite's page limit):
     past it a write fails with SQLite's error and the world goes on serving. The world's memory, its diff
@@ -431,6 +439,25 @@ def test_a_reply_longer_than_the_clients_limit_is_not_read(make_env) -> None:
     assert process_state(world.world_pid) in ("X", "Z")
     observation, reward, terminated, truncated, info = env.step("print(1)")
     assert terminated and info["engine_lost"] and reward == 0.0
+
+
+def test_a_repl_state_that_does_not_load_gives_the_fork_a_fresh_repl(make_env) -> None:
+    """The REPL's variables in a snapshot are the agent's own bytes (its process pickles them, and agent code
+    can replace the function that does): a state that does not load in the fork's REPL does not fail the
+    restore (a tree rollout would stop there); the fork gets the world of the snapshot and a fresh REPL, and
+    its next observation says the variables are lost, as after a crashed REPL."""
+    original, fork = make_env(), make_env()
+    task = _task(original, "venmo_balance")
+    original.reset(options={"task_id": task.task_id})
+    steps = list(task.solution)
+    poison = ESCAPE + "g['dump_state'] = lambda namespace: b'not a pickle'"  # what its REPL will send
+    _step(original, steps[0] + "\nkept = 41\n" + poison)
+    snap = original.snapshot()
+    assert snap.state["kind"] == "native"
+    assert fork.restore(snap) == (original._last_obs, original._last_info)
+    observation, *_ = _step(fork, "print(kept)")
+    assert "variables defined in earlier steps are lost" in observation and "NameError" in observation
+    assert play(fork, task)["won"]
 
 
 # ------------------------------------------------------------------------------------- leaks and breaks
