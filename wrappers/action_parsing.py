@@ -36,17 +36,11 @@ import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from agentgym_credit.envs.base import as_text_action, non_text_error
+from agentgym_credit.envs.tags import blocks, first_block
 
 __all__ = ["DEFAULT_PENALTIES", "ParseActions", "ParsedAction", "default_penalty", "parse_action"]
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
-_TAGS = {
-    "action": re.compile(r"<action>(.*?)</action>", re.S),
-    "think": re.compile(r"<think>(.*?)</think>", re.S),
-    "search": re.compile(r"<search>(.*?)</search>", re.S),
-    "answer": re.compile(r"<answer>(.*?)</answer>", re.S),
-    "code": re.compile(r"<code>(.*?)</code>", re.S),
-}
 FORMATS = ("action", "search", "code")
 DEFAULT_PENALTIES = {"action": 0.1, "search": 0.01, "code": 0.1}
 """Invalid-action penalty of each format when none is given (verl-agent's ``invalid_action_penalty_coef``)."""
@@ -77,11 +71,11 @@ def parse_action(response: Any, fmt: str = "action", protocol: str = "search-r1"
     if not isinstance(response, str):
         return ParsedAction("", False, non_text_error(as_text_action(response)))
     if fmt == "action":
-        found = _TAGS["action"].search(response)
-        action = found.group(1).strip().lower() if found else response.lower()[-INVALID_TAIL:]
-        if not found:
+        found = first_block(response, "action")
+        action = found.strip().lower() if found is not None else response.lower()[-INVALID_TAIL:]
+        if found is None:
             return ParsedAction(action, False, "no <action>...</action> block")
-        if not _TAGS["think"].search(response):
+        if first_block(response, "think") is None:
             return ParsedAction(action, False, "no <think>...</think> block")
         if _CJK.search(response):
             return ParsedAction(action, False, "CJK characters in the response")
@@ -92,13 +86,13 @@ def parse_action(response: Any, fmt: str = "action", protocol: str = "search-r1"
         command = parse_search_command(response, protocol)
         if not command.valid:
             return ParsedAction(response, False, command.error)
-        if protocol == "verl-agent" and len(_TAGS["search"].findall(response)) + len(_TAGS["answer"].findall(response)) != 1:
+        if protocol == "verl-agent" and len(blocks(response, "search")) + len(blocks(response, "answer")) != 1:
             return ParsedAction(response, False, "need exactly one <search> or <answer> block")
         return ParsedAction(f"<{command.kind}>{command.content}</{command.kind}>", True)
-    found = _TAGS["code"].search(response)
-    if not found:
+    found = first_block(response, "code")
+    if found is None:
         return ParsedAction(response, False, "no <code>...</code> block")
-    return ParsedAction(found.group(1), True)
+    return ParsedAction(found, True)
 
 
 class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):

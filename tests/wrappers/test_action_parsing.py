@@ -69,6 +69,13 @@ def test_code_format_and_unknown_format():
         parse_action("x", "json")
 
 
+def test_a_megabyte_of_unclosed_tags_is_parsed_in_one_pass():
+    """An adversarial response: the regular expressions scanned to its end from each opening (minutes)."""
+    for fmt, tag in (("code", "code"), ("action", "action"), ("action", "think")):
+        parsed = parse_action(f"<{tag}>" * 200_000, fmt)
+        assert not parsed.valid and parsed.reason.startswith("no <")
+
+
 def test_default_penalty_is_verl_agents_per_format_and_search_gets_its_smaller_one():
     import gymnasium as gym
 

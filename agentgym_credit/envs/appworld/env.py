@@ -72,7 +72,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +94,7 @@ from agentgym_credit.envs.appworld.sandbox import (
 )
 from agentgym_credit.envs.appworld.tasks import SPLITS, AppWorldTask, load_tasks
 from agentgym_credit.envs.base import GroupMemberEnv, StepOutcome, id_option, integer_option
+from agentgym_credit.envs.tags import first_block
 
 __all__ = [
     "AppWorldEnv",
@@ -120,7 +120,6 @@ APP_DESCRIPTIONS = {
     "todoist": "a to-do app: projects and their tasks",
     "splitwise": "shared expenses: groups, expenses you paid or owe, payments",
 }
-_CODE_BLOCK = re.compile(r"<code>(.*?)</code>", re.S)
 
 
 def app_guide() -> str:
@@ -373,8 +372,8 @@ class AppWorldEnv(GroupMemberEnv):
         return observation, {**self._task_info(), "anchor": f"Task: {self.task.instruction}"}
 
     def _step_action(self, action: str) -> StepOutcome:
-        found = _CODE_BLOCK.search(action)
-        code = found.group(1) if found else action
+        found = first_block(action, "code")  # in linear time: any length of any response is a clean step
+        code = action if found is None else found
         info: dict[str, Any] = self._task_info()
         world, agent = self._world, self._agent
         if world is None or agent is None:

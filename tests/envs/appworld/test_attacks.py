@@ -307,6 +307,13 @@ def test_huge_output_is_capped(member) -> None:
     assert len(observation) < member.output_chars + 100 and not terminated
 
 
+def test_a_megabyte_of_unclosed_code_tags_is_a_clean_step(member) -> None:
+    """The code block is found in time linear in the response (a regular expression scanned to the end from
+    each of these 200,000 openings: minutes in the trainer's process)."""
+    observation, reward, terminated, info = _step(member, "<code>" * 200_000)
+    assert "a step may send at most 100000" in observation and not terminated and reward == 0.0
+
+
 def test_junk_on_the_api_channel_does_not_break_the_world(make_env) -> None:
     env = make_env()
     task = _task(env, "venmo_balance")
