@@ -72,9 +72,25 @@ def check_type(name: str, value: Any, hint: Any) -> None:
 
 
 def close_match(name: str, candidates: Iterable[str]) -> str:
-    """``"; did you mean 'X'?"`` for the candidate closest to ``name``, or ``""`` when none is close."""
-    found = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
-    return f"; did you mean {found[0]!r}?" if found else ""
+    """``"; did you mean 'X'?"`` for the candidate closest to ``name``, or ``""`` when none is close.
+
+    Case is ignored; a name of three or more characters that begins exactly one candidate names it
+    (``sokoban`` → ``Sokoban-Group-v0``), as does the one candidate with the same letters in another order
+    (``--itres`` → ``--iters``); else the closest by :func:`difflib.get_close_matches`.
+    """
+    folded = {str(c).casefold(): str(c) for c in candidates}
+    key = name.casefold()
+    found = folded.get(key)
+    if found is None and len(key) >= 3:
+        starts = [c for f, c in folded.items() if f.startswith(key)]
+        found = starts[0] if len(starts) == 1 else None
+    if found is None:
+        swapped = [c for f, c in folded.items() if sorted(f) == sorted(key)]
+        found = swapped[0] if len(swapped) == 1 else None
+    if found is None:
+        near = difflib.get_close_matches(key, list(folded), n=1, cutoff=0.6)
+        found = folded[near[0]] if near else None
+    return f"; did you mean {found!r}?" if found is not None and found != name else ""
 
 
 def brief_repr(value: Any, limit: int = 80) -> str:

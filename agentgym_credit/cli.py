@@ -18,12 +18,12 @@ Environment families add their own tools (:attr:`~agentgym_credit.envs.spec.EnvF
 from __future__ import annotations
 
 import argparse
-import runpy
+import importlib.util
 import sys
 from pathlib import Path
 from typing import Any
 
-from agentgym_credit.cli_args import HelpFormatter
+from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, positive_int
 from agentgym_credit.credit import available_estimators, estimator_defaults
 from agentgym_credit.envs.spec import families
 
@@ -32,19 +32,23 @@ __all__ = ["build_parser", "main"]
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _run_benchmark(name: str, argv: list[str]) -> int:
+#: the commands whose flags, --help included, their own parsers read
+PASSED_ON = ("run", "overhead", "train", "eval", "leaderboard", "sft")
+
+
+def _run_benchmark(name: str, argv: list[str], command: str) -> int:
+    """Run ``benchmarks/<name>.py``'s ``main(argv, prog="agc <command>")``; returns its exit status."""
     script = BENCHMARKS / f"{name}.py"
     if not script.exists():
         print(f"benchmark script {script} not found: this command runs the benchmarks of the source checkout "
               "(clone the repository and install it with pip install -e .)", file=sys.stderr)
         return 2
-    old = sys.argv
-    sys.argv = [str(script), *argv]
-    try:
-        runpy.run_path(str(script), run_name="__main__")
-    finally:
-        sys.argv = old
-    return 0
+    spec = importlib.util.spec_from_file_location(f"benchmarks.{name}", script)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    status = module.main(argv, prog=f"agc {command}")
+    return status if isinstance(status, int) else 0
 
 
 def _prepare_embeddings(args: argparse.Namespace) -> int:
@@ -63,21 +67,23 @@ def _prepare_embeddings(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
+def build_parser() -> tuple[ArgumentParser, dict[str, Any]]:
     """The ``agc`` parser and the environment families' commands by name (``agc alfworld`` …).
 
     ``run``, ``overhead``, ``train``, ``eval``, ``leaderboard`` and ``sft`` pass their flags (``--help``
     included) on to their own parsers.
     """
-    parser = argparse.ArgumentParser(prog="agc", description="The agentgym-credit command line.",
-                                     formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog="agc", description="The agentgym-credit command line.",
+                            formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run", add_help=False,
                    help="the main job: credit quality of every estimator against ground truth on Sokoban "
                         "(agc run --help).")
     sub.add_parser("overhead", add_help=False,
                    help="the credit-overhead benchmark (needs the source checkout; agc overhead --help).")
-    sub.add_parser("estimators", help="list the estimators and their default parameters.")
+    sub.add_parser("estimators", help="list the estimators and their default parameters.",
+                   description="List the registered credit estimators with their default parameters, the "
+                               "conventions, the estimators that accept tree batches and the state matchers.")
     sub.add_parser("train", add_help=False,
                    help="train a policy with any credit estimator (agc train --help).")
     sub.add_parser("eval", add_help=False,
@@ -100,7 +106,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Any]]:
                             help="distil the static matcher's table into the user cache (once per machine).")
     prep.add_argument("--model", default=None,
                       help="teacher model name or path (default: the shipped MiniLM).")
-    prep.add_argument("--dims", type=int, default=256, help="dimensions of the distilled table.")
+    prep.add_argument("--dims", type=positive_int, default=256, help="dimensions of the distilled table.")
     prep.add_argument("--force", action="store_true", help="distil again even when the table is cached.")
     return parser, commands
 
@@ -109,6 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``agc``; returns the exit status."""
     parser, commands = build_parser()
     args, rest = parser.parse_known_args(argv)
+    if rest and args.command not in PASSED_ON:
+        chosen = parser.innermost(args)
+        chosen.error(chosen.unrecognized(rest))
     if args.command == "embeddings":
         return _prepare_embeddings(args)
     if args.command in commands:
@@ -122,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return eval_main(rest)
     if args.command == "leaderboard":
-        return _run_benchmark("leaderboard", rest)
+        return _run_benchmark("leaderboard", rest, "leaderboard")
     if args.command == "sft":
         from agentgym_credit.baselines.sft import main as sft_main
 
@@ -160,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         run_main(rest)
         return 0
     if args.command == "overhead":
-        return _run_benchmark("credit_overhead", rest)
+        return _run_benchmark("credit_overhead", rest, "overhead")
     parser.error(f"unknown command {args.command}")
     return 2
 

@@ -1,12 +1,17 @@
-"""Argument types shared by the ``agc`` subcommands (torch-free, so that every parser starts at once)."""
+"""Argument types and the parser shared by the ``agc`` subcommands (torch-free, so that every parser starts at
+once)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
-__all__ = ["HelpFormatter", "key_value", "non_negative_int", "positive_int"]
+from agentgym_credit.argtypes import close_match
+
+__all__ = ["ArgumentParser", "HelpFormatter", "bounded", "key_value", "non_negative_int", "positive_int",
+           "probability"]
 
 
 def key_value(text: str) -> tuple[str, Any]:
@@ -21,24 +26,91 @@ def key_value(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _integer(text: str, minimum: int, what: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if value < minimum:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-    return value
+def _describe(kind: type, minimum: float | None, maximum: float | None) -> str:
+    """``"a whole number of at least 1"``, ``"a number from 0 to 1"``, ``"a number"``."""
+    noun = "a whole number" if kind is int else "a number"
+    if minimum is not None and maximum is not None:
+        return f"{noun} from {minimum:g} to {maximum:g}"
+    if minimum is not None:
+        return f"{noun} of at least {minimum:g}"
+    if maximum is not None:
+        return f"{noun} of at most {maximum:g}"
+    return noun
 
 
-def positive_int(text: str) -> int:
-    """An integer of at least 1 (argparse ``type=``)."""
-    return _integer(text, 1, "a whole number of at least 1")
+def bounded(kind: type, minimum: float | None = None, maximum: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type=`` that reads an ``int`` or a ``float`` within ``[minimum, maximum]`` (either bound
+    may be left open); any other value is refused as ``expected a whole number of at least 1, got 'x'``."""
+    what = _describe(kind, minimum, maximum)
+
+    def convert(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        below = minimum is not None and value < minimum
+        if value != value or below or (maximum is not None and value > maximum):  # NaN fails every bound
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+        return value
+
+    convert.__name__ = kind.__name__
+    return convert
 
 
-def non_negative_int(text: str) -> int:
-    """An integer of at least 0 (argparse ``type=``)."""
-    return _integer(text, 0, "a whole number of at least 0")
+positive_int = bounded(int, 1)
+"""An integer of at least 1 (argparse ``type=``)."""
+non_negative_int = bounded(int, 0)
+"""An integer of at least 0 (argparse ``type=``)."""
+probability = bounded(float, 0, 1)
+"""A number from 0 to 1 (argparse ``type=``)."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The ``agc`` commands' parser: a usage error is one line, ``PROG: error: MESSAGE``, with exit status 2.
+
+    A mistyped choice or flag ends with the closest name (``invalid choice: 'rn' (choose from …); did you mean
+    'run'?``, ``unrecognized arguments: --itres 1; did you mean --iters?``); the usage is ``PROG --help``'s.
+    Subcommands' parsers are of the same class.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as exc:
+            hint = close_match(str(value), [str(c) for c in action.choices or ()])
+            raise argparse.ArgumentError(action, f"{exc.message}{hint}") from None
+
+    def parse_args(  # type: ignore[override]
+            self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:
+        parsed, rest = self.parse_known_args(args, namespace)
+        if rest:
+            chosen = self.innermost(parsed)
+            chosen.error(chosen.unrecognized(rest))
+        return parsed
+
+    def innermost(self, parsed: argparse.Namespace) -> ArgumentParser:
+        """The parser of the (sub)command ``parsed`` holds (``agc embeddings prepare``'s, …)."""
+        parser: Any = self
+        while True:
+            subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            chosen = getattr(parsed, subs[0].dest, None) if subs else None
+            if chosen is None:
+                return parser
+            parser = subs[0].choices[chosen]
+
+    def unrecognized(self, rest: Sequence[str]) -> str:
+        """``unrecognized arguments: …`` with the closest flag of each mistyped one, or where to find them."""
+        flags = [s for s in self._option_string_actions if s.startswith("--")]
+        hints = []
+        for arg in rest:
+            if arg.startswith("--"):
+                hint = close_match(arg.split("=", 1)[0], flags)
+                hints += [hint.replace("'", "")] if hint else []
+        fix = "".join(hints) or f"; {self.prog} --help lists the options"
+        return f"unrecognized arguments: {' '.join(rest)}{fix}"
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

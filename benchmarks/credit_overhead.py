@@ -68,6 +68,7 @@ from agentgym_credit.credit import available_estimators, compute_advantages, est
 from agentgym_credit.credit.registry import accepts_trees  # noqa: E402
 from agentgym_credit.machine import machine_summary  # noqa: E402
 from agentgym_credit.records import StepBatch  # noqa: E402
+from benchmarks.hgpo_reference import RECIPE_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "credit_overhead"
 ROOT = Path(__file__).resolve().parents[1]
@@ -213,6 +214,10 @@ def _fresh_texts(columns: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- the reference
+REFERENCE_FILES = ("gigpo/core_gigpo.py", "verl/trainer/ppo/core_algos.py")
+"""The files of a verl-agent checkout that ``--reference`` times."""
+
+
 def load_reference(path: Path) -> dict[str, Callable[..., np.ndarray]]:
     """verl-agent's estimators from a checkout at ``path``, as ``name -> f(batch) -> advantages``.
 
@@ -224,10 +229,9 @@ def load_reference(path: Path) -> dict[str, Callable[..., np.ndarray]]:
     from verl import DataProto
 
     path = Path(path).resolve()
-    algos_file = path / "verl" / "trainer" / "ppo" / "core_algos.py"
-    if not (path / "gigpo" / "core_gigpo.py").exists() or not algos_file.exists():
-        raise SystemExit(f"{path} is not a verl-agent checkout (gigpo/core_gigpo.py and "
-                         "verl/trainer/ppo/core_algos.py are needed)")
+    algos_file = path / REFERENCE_FILES[1]
+    if not all((path / f).exists() for f in REFERENCE_FILES):
+        raise SystemExit(f"{path} is not a verl-agent checkout ({' and '.join(REFERENCE_FILES)} are needed)")
     if str(path) not in sys.path:
         sys.path.append(str(path))
     import gigpo.core_gigpo as core_gigpo
@@ -302,21 +306,42 @@ def _cases() -> list[tuple[str, str, dict[str, Any]]]:
     return cases + [case for case in EXTRA_CASES if case[1] in registered]
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--groups", type=int, default=16)
-    ap.add_argument("--size", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--trees", type=int, default=2, help="trees per task group in the tree batch")
-    ap.add_argument("--leaves", type=int, default=8, help="leaves per tree in the tree batch")
-    ap.add_argument("--repeats", type=int, default=21, help="timed repetitions per estimator (min and median kept)")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--reference", type=Path, default=None, help="a verl-agent checkout to time side by side")
-    ap.add_argument("--reference-repeats", type=int, default=5)
+def build_parser(prog: str = "python benchmarks/credit_overhead.py") -> argparse.ArgumentParser:
+    """The benchmark's flags (``agc overhead`` names itself with ``prog``)."""
+    from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, non_negative_int, positive_int
+
+    ap = ArgumentParser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    ap.add_argument("--groups", type=positive_int, default=16, help="task groups in the batch.")
+    ap.add_argument("--size", type=positive_int, default=8, help="trajectories per task group.")
+    ap.add_argument("--steps", type=positive_int, default=50, help="the most steps of a trajectory.")
+    ap.add_argument("--trees", type=positive_int, default=2, help="trees per task group in the tree batch.")
+    ap.add_argument("--leaves", type=positive_int, default=8, help="leaves per tree in the tree batch.")
+    ap.add_argument("--repeats", type=positive_int, default=21,
+                    help="timed repetitions per estimator (min and median kept).")
+    ap.add_argument("--seed", type=non_negative_int, default=0, help="seed of the synthetic batches.")
+    ap.add_argument("--reference", type=Path, default=None,
+                    help="a verl-agent checkout to time side by side (its gigpo/core_gigpo.py and "
+                         "verl/trainer/ppo/core_algos.py).")
+    ap.add_argument("--reference-repeats", type=positive_int, default=5,
+                    help="timed repetitions of the reference code.")
     ap.add_argument("--hgpo-reference", type=Path, default=None,
-                    help="a verl-agent fork with recipe/hgpo/core_hgpo.py: time the HGPO recipe side by side")
-    ap.add_argument("--all-cores", action="store_true", help="do not pin the process to one core")
+                    help="a verl-agent fork with recipe/hgpo/core_hgpo.py: time the HGPO recipe side by "
+                         "side.")
+    ap.add_argument("--all-cores", action="store_true", help="do not pin the process to one core.")
+    return ap
+
+
+def main(argv: list[str] | None = None, prog: str = "python benchmarks/credit_overhead.py") -> dict:
+    """Time every estimator (and the references given); write the report; returns its rows and metadata."""
+    ap = build_parser(prog)
     args = ap.parse_args(argv)
+    if args.reference is not None and not all((args.reference / f).exists() for f in REFERENCE_FILES):
+        needs = " and ".join(REFERENCE_FILES)
+        ap.error(f"--reference {args.reference} is not a verl-agent checkout (it needs {needs}); pass the "
+                 "folder of a verl-agent clone, or leave --reference out")
+    if args.hgpo_reference is not None and not (args.hgpo_reference / RECIPE_FILE).exists():
+        ap.error(f"--hgpo-reference {args.hgpo_reference} has no {RECIPE_FILE}; pass the folder of a "
+                 "verl-agent fork with the HGPO recipe, or leave --hgpo-reference out")
     if not args.all_cores:
         try:
             os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target states

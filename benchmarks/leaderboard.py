@@ -181,7 +181,7 @@ def _eval_jobs() -> list[Job]:
     jobs.append(Job(
         "sft_llm_sokoban", "training", "agc sft: tiny LLM policy, one epoch on ε = 0.2 solver episodes (the start)",
         None, {m: ["sft", "--env", "Sokoban-Group-v0", "--model", "tiny", "--episodes", str(n), "--epsilon", "0.2",
-                   "--epochs", "1", "--lr", "2e-3", "--batch-size", "16", "--no-progress-bar", *easy]
+                   "--epochs", "1", "--lr", "2e-3", "--batch-size", "16", "--no-progress-bar", "--overwrite", *easy]
                for m, n in sft_episodes.items()},
         {"ci": 20, "quick": 40, "full": 60}, module="agentgym_credit.cli", needs=("transformers",),
     ))
@@ -362,13 +362,27 @@ def one_seed_note(job: JobResult) -> str:
 ESTIMATORS_INTRO = (
     "Each estimator's result in each environment: the mean ± sample standard deviation over seeds of the metric "
     "after the last iteration, from the comparisons the docs cite (tracked results files, not this run's jobs; "
-    "the protocol of each column is below the table). The leaderboard's own training jobs further down run the "
-    "same benchmarks at the size of this run's mode."
+    "the protocol of each column is below the table). \"k of n above start\": the seeds whose final result "
+    "beats the start row's (the policy that training began from); \"not in this comparison\": that estimator "
+    "was not trained there; a MaskablePPO column has no start (it trains from scratch). The leaderboard's own "
+    "training jobs further down run the same benchmarks at the size of this run's mode."
 )
 
 
 POLICY_LABELS = {"eval_sokoban_sft": "SFT tiny LLM (start)", "eval_sokoban_trained": "SFT + GiGPO tiny LLM"}
 """Summary-table column of the evaluations of the policies trained here (others: the policy's own name)."""
+
+POLICY_NOTES = {
+    "oracle": "each environment's own expert (Sokoban's solver, WebShop's scripted shopper, SearchQA's "
+              "plan-following agent, ALFWorld's planner, AppWorld's scripted solution)",
+    "random": "a uniformly random admissible action, seeded per episode (what it does where there is no list "
+              "of admissible actions, on WebShop's search page, SearchQA and AppWorld: docs/evaluation.md)",
+    "SFT tiny LLM (start)": "the tiny model cloned on solver episodes by the sft_llm_sokoban job "
+                            "(`agc sft`), sampled at T = 0.4",
+    "SFT + GiGPO tiny LLM": "that start trained with GiGPO by the train_llm_sokoban job (`agc train`), "
+                            "sampled at T = 0.4",
+}
+"""What each summary-table column is, said under the table."""
 
 
 def build_jobs() -> list[Job]:
@@ -605,7 +619,13 @@ def headline_table(rows: list[dict[str, Any]]) -> str:
             hit = [r for r in rows if (r["env"], r["split"], r["policy"]) == (env, split, p)]
             cells.append(f"{hit[0]['headline']:.1f} (n={hit[0]['episodes']})" if hit else "–")
         lines.append(f"| {env} | {split} | {_METRIC_NAMES.get(env, 'headline')} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    columns = "; ".join(f"{p}: {POLICY_NOTES[p]}" for p in policies if p in POLICY_NOTES)
+    legend = ("Each cell: the environment's headline metric in percent (success; SearchQA: exact match; "
+              "AppWorld: task goal completion, TGC) over the n episodes played, as the job's `eval_*.json` holds "
+              "it (its full table is in the next section); – where that policy was not evaluated there. split: "
+              "the evaluation split (– for Sokoban, whose rooms come from reset seeds) and the environment "
+              "arguments changed from the defaults." + (f" {columns}." if columns else ""))
+    return "\n".join(lines) + "\n\n" + legend + "\n"
 
 
 def plot_evaluation(rows: list[dict[str, Any]], path: Path) -> Path | None:
@@ -967,21 +987,51 @@ def write_report(header: dict[str, Any], results: list[JobResult], out_dir: Path
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--quick", action="store_true", help="the ≤ 10 min setting (same as --mode quick)")
-    parser.add_argument("--mode", choices=MODES, default=None, help="ci, quick or full (default full)")
-    parser.add_argument("--out-dir", type=Path, default=REPORT)
-    parser.add_argument("--only", nargs="+", default=None, help="run only these jobs (names as in the report)")
+def build_parser(prog: str = "python benchmarks/leaderboard.py") -> argparse.ArgumentParser:
+    """The leaderboard's flags (``agc leaderboard`` names itself with ``prog``)."""
+    from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, bounded
+
+    parser = ArgumentParser(prog=prog, description=__doc__.split("\n", 1)[0], formatter_class=HelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="the ≤ 10 min setting (same as --mode quick).")
+    parser.add_argument("--mode", choices=MODES, default=None,
+                        help="ci (the test suite's reduced setting, ≤ 7 min), quick (≤ 10 min) or full "
+                             "(≤ 2 h) (default: full).")
+    parser.add_argument("--out-dir", type=Path, default=REPORT,
+                        help=f"where the report goes (default: {_relative(str(REPORT))}, the tracked report, "
+                             "which a run replaces).")
+    parser.add_argument("--only", nargs="+", default=None, metavar="JOB",
+                        help="run only these jobs (names as --list prints them); the report then holds only "
+                             "them unless --merge is given.")
     parser.add_argument("--merge", action="store_true",
-                        help="with --only: run those jobs again and replace their results in <out-dir>/leaderboard.json "
-                             "(the other jobs' results are kept; the report lists the re-run)")
-    parser.add_argument("--list", action="store_true", help="list the jobs with their estimates and exit")
+                        help="with --only: run those jobs again and replace their results in "
+                             "<out-dir>/leaderboard.json (the other jobs' results are kept; the report lists the "
+                             "re-run).")
+    parser.add_argument("--list", action="store_true", help="list the jobs with their estimates and exit.")
     parser.add_argument("--rerender", action="store_true",
-                        help="rewrite the report from <out-dir>/leaderboard.json and the jobs' outputs, running nothing")
-    parser.add_argument("--budget-minutes", type=float, default=None,
-                        help="override the mode's budget (slower or shared machines); stated in the report")
+                        help="rewrite the report from <out-dir>/leaderboard.json and the jobs' outputs, "
+                             "running nothing.")
+    parser.add_argument("--budget-minutes", type=bounded(float, 0.1), default=None,
+                        help="override the mode's budget (slower or shared machines); stated in the report.")
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "python benchmarks/leaderboard.py") -> int:
+    """Run the leaderboard (or list, merge, re-render); returns the exit status (1 when a job failed)."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
+    if args.only:
+        from agentgym_credit.argtypes import close_match
+
+        names = [j.name for j in build_jobs()]
+        for name in args.only:
+            if name not in names:
+                parser.error(f"no job {name!r}{close_match(name, names)} ({prog} --list lists the jobs)")
+    if args.merge and not args.only:
+        parser.error("--merge needs --only JOB [JOB ...]: the jobs to run again into the report")
+    if (args.rerender or args.merge) and not (args.out_dir / "leaderboard.json").exists():
+        flag = "--rerender" if args.rerender else "--merge"
+        parser.error(f"{args.out_dir / 'leaderboard.json'} does not exist: {flag} works on a report written "
+                     "before; pass its folder as --out-dir, or run without it first")
     mode = args.mode or ("quick" if args.quick else "full")
     if args.rerender:
         header, results = load_report(args.out_dir)
@@ -996,16 +1046,15 @@ def main(argv: list[str] | None = None) -> int:
         total = sum(j.estimate_s[mode] for j in planned)
         print(f"leaderboard, {mode} mode: {len(planned)} jobs, estimated {total / 60:.1f} min on an idle 2-core "
               f"machine, budget {BUDGET_S[mode] / 60:.0f} min")
+        width = max(len(j.name) for j in build_jobs())
         for j in build_jobs():
             est = j.estimate_s.get(mode)
-            print(f"{j.name:28s} {j.section:16s} " + (f"~{est:.0f} s" if est is not None and mode in j.args
-                                                       else f"not run: {j.skip.get(mode, '')}"))
+            print(f"{j.name:{width}s} {j.section:16s} " + (f"~{est:.0f} s" if est is not None and mode in j.args
+                                                            else f"not run: {j.skip.get(mode, '')}"))
         return 0
     command = "python benchmarks/leaderboard.py " + " ".join(argv if argv is not None else sys.argv[1:])
     budget = None if args.budget_minutes is None else 60 * args.budget_minutes
     if args.merge:
-        if not args.only:
-            parser.error("--merge needs --only JOB [JOB ...]")
         report = merge(args.out_dir, args.only, command.strip(), budget)
         return 0 if report["header"]["counts"]["failed"] == 0 else 1
     report = run(mode, args.out_dir, args.only, command.strip(), budget)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import pytest
+
 from agentgym_credit.cli import main
 
 
@@ -10,8 +12,6 @@ def test_estimators_lists_defaults(capsys):
 
 
 def test_alfworld_generate_writes_loadable_games(tmp_path, monkeypatch, capsys):
-    import pytest
-
     pytest.importorskip("alfworld")
     monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "alfworld_home"))
     out = tmp_path / "games"
@@ -41,3 +41,107 @@ def test_estimators_lists_hgpo_and_empg_with_their_parameters(capsys):
     assert "hgpo: {'history_length': 2, 'gamma': 0.95, 'norm': 'std', 'length_weight_alpha': 1.0" in out
     assert "empg: {'base': 'grpo', 'k': 1.0, 'k_f': 1.0, 'zeta': 0.1" in out and "the base estimator's parameters" in out
     assert "entropy_modulation" in out and "old_entropy" in out
+
+
+def _usage_error(argv: list[str], capsys) -> str:
+    """The one line a usage error prints (exit status 2, no traceback)."""
+    with pytest.raises(SystemExit) as caught:
+        main(argv)
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err.strip()
+
+
+def test_a_mistyped_command_names_the_closest(capsys):
+    assert _usage_error(["rn"], capsys).endswith("did you mean 'run'?")
+    assert _usage_error(["estimator"], capsys).endswith("did you mean 'estimators'?")
+    assert _usage_error(["embeddings", "prep"], capsys).endswith("did you mean 'prepare'?")
+    err = _usage_error(["estimators", "--verbose"], capsys)  # a command without flags does not ignore one
+    assert err == "agc estimators: error: unrecognized arguments: --verbose; agc estimators --help lists the options"
+    assert _usage_error(["embeddings", "prepare", "--dims", "0"], capsys).endswith(
+        "argument --dims: expected a whole number of at least 1, got 0")
+
+
+def test_estimators_help_says_what_it_lists(capsys):
+    with pytest.raises(SystemExit):
+        main(["estimators", "--help"])
+    assert "List the registered credit estimators with their default parameters" in capsys.readouterr().out
+
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--groups", "0"], "agc run: error: argument --groups: expected a whole number of at least 1, got 0"),
+    (["--group-size", "1"], "argument --group-size: expected a whole number of at least 2, got 1"),
+    (["--epsilons", "0.2", "1.5"], "argument --epsilons: expected a number from 0 to 1, got 1.5"),
+    (["--seed", "-1"], "argument --seed: expected a whole number of at least 0, got -1"),
+    (["--env", "sokobn"], "invalid choice: 'sokobn' (choose from 'sokoban', 'alfworld'); did you mean 'sokoban'?"),
+    (["--grups", "2"], "unrecognized arguments: --grups 2; did you mean --groups?"),
+    (["--rollout", "tree", "--trees", "0"], "argument --trees: expected a whole number of at least 1, got 0"),
+])
+def test_agc_run_refuses_a_bad_argument_in_one_line(argv, message, capsys):
+    assert message in _usage_error(["run", *argv], capsys)
+
+
+def test_agc_run_refuses_an_out_dir_it_cannot_write_before_the_rollouts(tmp_path, capsys):
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    err = _usage_error(["run", "--groups", "1", "--epsilons", "0.2", "--out-dir", str(taken)], capsys)
+    assert err.startswith(f"agc run: error: --out-dir {taken}:") and "pass a folder that can be written" in err
+
+
+def test_agc_run_names_a_mistyped_alfworld_task_type(capsys):
+    pytest.importorskip("alfworld")
+    err = _usage_error(["run", "--env", "alfworld", "--task-types", "pick_and_plce"], capsys)
+    assert "unknown task type 'pick_and_plce'" in err and err.endswith("did you mean 'pick_and_place_simple'?")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["leaderboard", "--quik"], "agc leaderboard: error: unrecognized arguments: --quik; did you mean --quick?"),
+    (["leaderboard", "--mode", "quik"], "invalid choice: 'quik' (choose from 'ci', 'quick', 'full'); did you mean "
+                                        "'quick'?"),
+    (["leaderboard", "--only", "credit_qualty", "--list"], "agc leaderboard: error: no job 'credit_qualty'; did you "
+                                                           "mean 'credit_quality'? (agc leaderboard --list lists "
+                                                           "the jobs)"),
+    (["leaderboard", "--merge"], "--merge needs --only JOB [JOB ...]"),
+    (["leaderboard", "--budget-minutes", "-1"], "argument --budget-minutes: expected a number of at least 0.1"),
+    (["overhead", "--grups", "2"], "agc overhead: error: unrecognized arguments: --grups 2; did you mean --groups?"),
+    (["overhead", "--repeats", "0"], "argument --repeats: expected a whole number of at least 1, got 0"),
+])
+def test_benchmark_commands_refuse_a_bad_argument_in_one_line(argv, message, capsys):
+    assert message in _usage_error(argv, capsys)
+
+
+def test_leaderboard_rerender_and_overhead_reference_name_a_missing_folder(tmp_path, capsys):
+    err = _usage_error(["leaderboard", "--rerender", "--out-dir", str(tmp_path)], capsys)
+    assert f"{tmp_path / 'leaderboard.json'} does not exist" in err
+    err = _usage_error(["overhead", "--reference", str(tmp_path)], capsys)
+    assert err.startswith(f"agc overhead: error: --reference {tmp_path} is not a verl-agent checkout")
+
+
+def test_benchmark_commands_name_themselves_in_their_help(capsys):
+    for command in ("leaderboard", "overhead"):
+        with pytest.raises(SystemExit) as caught:
+            main([command, "--help"])
+        assert caught.value.code == 0 and capsys.readouterr().out.startswith(f"usage: agc {command} ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["alfworld", "stats", "no-such-folder"], "agc alfworld stats: error: no-such-folder is not a folder"),
+    (["alfworld", "generate", "out", "--splits", "trian"], "unknown split 'trian'; choose from train, valid_seen, "
+                                                           "valid_unseen; did you mean 'train'?"),
+    (["alfworld", "generate", "out", "--task-types", "9"], "argument --task-types: unknown task type 9"),
+    (["alfworld", "plans", "--splits", "valid_sen"], "did you mean 'valid_seen'?"),
+])
+def test_family_commands_refuse_a_bad_argument_before_any_work(argv, message, tmp_path, monkeypatch, capsys):
+    pytest.importorskip("alfworld")
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not (tmp_path / "out").exists()
+
+
+def test_family_command_flags_parse_within_range(capsys):
+    assert "expected a whole number of at least 1, got 0" in _usage_error(
+        ["alfworld", "generate", "out", "--n-per-task", "0"], capsys)
+    assert "invalid choice: 'tset'" in _usage_error(["appworld", "evaluate", "--splits", "tset"], capsys)

@@ -1,4 +1,5 @@
-"""``key_value``: the ``--env-kwarg`` / ``--param`` argument type of every ``agc`` subcommand."""
+"""The argument types and the parser of every ``agc`` subcommand: ``key_value`` (``--env-kwarg`` / ``--param``),
+ranged numbers, and one-line usage errors that name the closest flag or choice."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ import argparse
 
 import pytest
 
-from agentgym_credit.cli_args import key_value
+from agentgym_credit.cli_args import (
+    ArgumentParser,
+    bounded,
+    key_value,
+    non_negative_int,
+    positive_int,
+    probability,
+)
 
 
 def test_values_are_read_as_json_where_they_parse_else_kept_as_text() -> None:
@@ -29,3 +37,56 @@ def test_the_subcommands_share_it() -> None:
     args = build_parser().parse_args(["--env", "Sokoban-Group-v0", "--policy", "random", "--env-kwarg",
                                       "max_solution_steps=2"])
     assert args.env_kwargs == [("max_solution_steps", 2)]
+
+
+@pytest.mark.parametrize("kind, low, high, text, message", [
+    (int, 1, None, "x", "expected a whole number of at least 1, got 'x'"),
+    (int, 1, None, "0", "expected a whole number of at least 1, got 0"),
+    (int, 0, None, "1.5", "expected a whole number of at least 0, got '1.5'"),
+    (float, 0, 1, "1.5", "expected a number from 0 to 1, got 1.5"),
+    (float, 0, None, "nan", "expected a number of at least 0, got nan"),
+    (float, None, 2, "3", "expected a number of at most 2, got 3"),
+])
+def test_bounded_refuses_what_is_not_a_number_in_range(kind, low, high, text, message) -> None:
+    with pytest.raises(argparse.ArgumentTypeError) as caught:
+        bounded(kind, low, high)(text)
+    assert str(caught.value) == message
+
+
+def test_bounded_reads_its_numbers() -> None:
+    assert bounded(int, 1)("3") == 3 and isinstance(bounded(float, 0, 1)("1"), float)
+    assert positive_int("1") == 1 and non_negative_int("0") == 0 and probability("0.5") == 0.5
+
+
+def _parser() -> ArgumentParser:
+    parser = ArgumentParser(prog="agc demo")
+    parser.add_argument("--iters", type=positive_int, default=1)
+    parser.add_argument("--mode", choices=("quick", "full"), default="full")
+    return parser
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--itres", "2"], "agc demo: error: unrecognized arguments: --itres 2; did you mean --iters?"),
+    (["--iters=2", "--mdoe=full"], "agc demo: error: unrecognized arguments: --mdoe=full; did you mean --mode?"),
+    (["--bogus"], "agc demo: error: unrecognized arguments: --bogus; agc demo --help lists the options"),
+    (["--mode", "quik"], "agc demo: error: argument --mode: invalid choice: 'quik' (choose from 'quick', 'full'); "
+                         "did you mean 'quick'?"),
+    (["--iters", "0"], "agc demo: error: argument --iters: expected a whole number of at least 1, got 0"),
+])
+def test_a_usage_error_is_one_line_with_the_fix_and_status_2(argv, message, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        _parser().parse_args(argv)
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == message + "\n"  # no usage block: the error is the only line
+
+
+def test_subcommand_parsers_are_of_the_same_class(capsys) -> None:
+    parser = ArgumentParser(prog="agc")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("estimators")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["estimator"])
+    assert capsys.readouterr().err.strip().endswith("did you mean 'estimators'?")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["estimators", "--fo"])
+    assert capsys.readouterr().err.startswith("agc estimators: error: unrecognized arguments: --fo")

@@ -34,6 +34,8 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
         "agc sft": sft_parser(),
         "agc eval": eval_parser(),
         "agc run": _benchmark_parser("credit_quality"),
+        "agc leaderboard": _benchmark_parser("leaderboard"),
+        "agc overhead": _benchmark_parser("credit_overhead"),
     }
 
 
@@ -83,3 +85,9 @@ def test_help_output_breaks_lines_between_words(parsers) -> None:
 def test_defaults_stay_inside_the_sentence() -> None:
     text = eval_parser().format_help()
     assert "runs per task (the group size) (default: 1)." in " ".join(text.split())
+
+
+def test_descriptions_show_no_markup(parsers) -> None:
+    """The text under the usage line is read in a terminal: no reST markup there either."""
+    for name, parser in parsers.items():
+        assert "``" not in (parser.description or ""), name

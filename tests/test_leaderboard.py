@@ -241,3 +241,33 @@ def test_rerender_of_the_tracked_report_keeps_its_evaluation(tmp_path) -> None:
     assert report["headline_md"] == old["headline_md"]
     page = (tmp_path / "leaderboard.html").read_text()
     assert page.index("id='estimators'") < page.index("id='summary'") < page.index("id='runtimes'")
+
+
+def test_summary_table_says_what_its_columns_and_cells_are() -> None:
+    mod = _load()
+    rows = [{"env": "Sokoban-Group-v0", "split": "–", "policy": p, "headline": h, "episodes": 16, "job": j}
+            for p, h, j in (("oracle", 100.0, "eval_sokoban_oracle"), ("random", 31.2, "eval_sokoban_random"))]
+    text = mod.headline_table(rows)
+    assert "| Sokoban-Group-v0 | – | success % | 100.0 (n=16) | 31.2 (n=16) |" in text
+    legend = text.strip().splitlines()[-1]
+    assert legend.startswith("Each cell: the environment's headline metric in percent")
+    assert "over the n episodes played" in legend and "oracle: each environment's own expert" in legend
+    assert "random: a uniformly random admissible action" in legend and "SFT + GiGPO" not in legend
+    intro = mod.ESTIMATORS_INTRO
+    assert '"k of n above start"' in intro and '"not in this comparison"' in intro
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--only", "credit_qualty"], "no job 'credit_qualty'; did you mean 'credit_quality'?"),
+    (["--merge"], "--merge needs --only JOB [JOB ...]"),
+    (["--rerender", "--out-dir", "{tmp}"], "leaderboard.json does not exist: --rerender works on a report written "
+                                           "before"),
+    (["--budget-minutes", "0"], "argument --budget-minutes: expected a number of at least 0.1, got 0"),
+])
+def test_bad_arguments_stop_before_any_job_runs(argv, message, tmp_path, capsys) -> None:
+    mod = _load()
+    with pytest.raises(SystemExit) as caught:
+        mod.main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and message in err
+    assert err.startswith("python benchmarks/leaderboard.py: error:") and not list(tmp_path.iterdir())

@@ -331,7 +331,7 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
         >>> env = RecordStepBatch(gym.make_vec("Sokoban-Group-v0", num_envs=8, group_size=4,
         ...                                    vectorization_mode="vector_entry_point"))  # doctest: +SKIP
         >>> obs, info = env.reset(seed=0)  # doctest: +SKIP
-        >>> ...  # step until every member finished
+        >>> # step until every member finished
         >>> batch = env.pop_batch()  # doctest: +SKIP
 
     Args:

@@ -30,6 +30,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from agentgym_credit.argtypes import close_match
 from agentgym_credit.envs.eval_protocol import EvalProtocol
 from agentgym_credit.envs.prompts import HistoryStep, PromptTemplate
 from agentgym_credit.presets import LiveTable
@@ -331,7 +332,8 @@ def check_env_id(env_id: str) -> None:
 
     if env_id not in gym.registry:
         known = sorted(i for f in families() for i in f.ids)
-        raise ValueError(f"unknown environment id {env_id!r}; registered group environments: {known}")
+        raise ValueError(f"unknown environment id {env_id!r}; registered group environments: {known}"
+                         + close_match(env_id, known))
 
 
 V = TypeVar("V")

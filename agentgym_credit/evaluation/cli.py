@@ -15,10 +15,18 @@ Writes ``<out-dir>/eval_<env>_<split>_<policy>.{json,md}`` and prints the Markdo
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
-from agentgym_credit.cli_args import HelpFormatter, key_value, non_negative_int, positive_int
+from agentgym_credit.cli_args import (
+    ArgumentParser,
+    HelpFormatter,
+    bounded,
+    key_value,
+    non_negative_int,
+    positive_int,
+)
 from agentgym_credit.envs.group_vector import check_group_env_kwargs
 from agentgym_credit.errors import UnknownModelError, UnknownSplitError
 from agentgym_credit.evaluation.policies import check_policy
@@ -30,14 +38,15 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``agc eval`` argument parser."""
-    p = argparse.ArgumentParser(prog="agc eval", description="Evaluate a policy with the papers' metrics.",
-                                formatter_class=HelpFormatter)
+    p = ArgumentParser(prog="agc eval", description="Evaluate a policy with the papers' metrics.",
+                       formatter_class=HelpFormatter)
     p.add_argument("--env", required=True, help=f"the environment: one of {', '.join(PROTOCOLS)}.")
     p.add_argument("--policy", required=True,
                    help="random, oracle, a model folder or name (tiny, smollm2, a model in the local Hugging "
                         "Face cache), an agc train/sft run folder, or MODULE:FUNCTION (prompts -> responses, "
                         "imported from the current folder first).")
-    p.add_argument("--split", default=None, help="the evaluation split (default: the protocol's first).")
+    p.add_argument("--split", default=None,
+                   help="the evaluation split (default: the protocol's first; Sokoban has none).")
     p.add_argument("--episodes", type=positive_int, default=None,
                    help="evaluate the first N tasks of the split (default: all).")
     p.add_argument("--samples", type=positive_int, default=1, help="runs per task (the group size).")
@@ -51,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env-kwarg", dest="env_kwargs", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                    help="environment argument, e.g. max_solution_steps=2 (repeatable; recorded in the "
                         "results).")
-    p.add_argument("--temperature", type=float, default=0.0, help="model sampling temperature; 0 = greedy.")
+    p.add_argument("--temperature", type=bounded(float, 0), default=0.0,
+                   help="model sampling temperature; 0 = greedy.")
     p.add_argument("--max-new-tokens", type=positive_int, default=128,
                    help="response budget of a model per step.")
     p.add_argument("--device", default="cpu", help='where a model policy runs: "cpu" or "cuda[:N]".')
@@ -76,11 +86,17 @@ def main(argv: list[str] | None = None) -> int:
     environment that cannot be evaluated here)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
+        return _error(f"--device must be 'cpu' or 'cuda[:N]', got {args.device!r}")
     env_kwargs = dict(args.env_kwargs)
     if "max_steps" in env_kwargs:  # --env-kwarg max_steps=N is --max-steps N
-        if args.max_steps is not None and args.max_steps != env_kwargs["max_steps"]:
+        steps = env_kwargs.pop("max_steps")
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            return _error(f"--env-kwarg max_steps={steps} must be a whole number of at least 1 (or pass "
+                          "--max-steps N)")
+        if args.max_steps is not None and args.max_steps != steps:
             return _error("--max-steps and --env-kwarg max_steps= disagree; pass only one of them")
-        args.max_steps = int(env_kwargs.pop("max_steps"))
+        args.max_steps = steps
     try:  # every check before any work: the environment, its split and arguments, the policy
         check_split(get_protocol(args.env), args.split)
         try:

@@ -351,18 +351,27 @@ def column_legend(env: str, tree: bool = False) -> list[str]:
 
 def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argparse.ArgumentParser:
     """The flags of ``agc run`` (and of ``benchmarks/credit_quality.py``, with its own output folder)."""
-    from agentgym_credit.cli_args import HelpFormatter
+    from agentgym_credit.cli_args import (
+        ArgumentParser,
+        HelpFormatter,
+        bounded,
+        non_negative_int,
+        positive_int,
+        probability,
+    )
 
-    ap = argparse.ArgumentParser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
+    ap = ArgumentParser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
     ap.add_argument("--env", choices=["sokoban", "alfworld"], default="sokoban",
                     help="sokoban: the exact solver's ground truth; alfworld: the planner's (the alfworld extra).")
-    ap.add_argument("--max-steps", type=int, default=30, help="episode length for ALFWorld.")
-    ap.add_argument("--groups", type=int, default=32, help="task groups rolled out per ε.")
-    ap.add_argument("--group-size", type=int, default=8, help="members per group (same initial state).")
-    ap.add_argument("--epsilons", type=float, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 0.7],
+    ap.add_argument("--max-steps", type=positive_int, default=30, help="episode length for ALFWorld.")
+    ap.add_argument("--groups", type=positive_int, default=32, help="task groups rolled out per ε.")
+    ap.add_argument("--group-size", type=bounded(int, 2), default=8,
+                    help="members per group (same initial state; at least 2: a group of one compares "
+                         "nothing).")
+    ap.add_argument("--epsilons", type=probability, nargs="+", default=[0.1, 0.2, 0.3, 0.5, 0.7],
                     help="the noise levels ε: the probability of a random action in place of the oracle's, "
                          "one rollout and one table block each.")
-    ap.add_argument("--seed", type=int, default=0, help="reset seed of the rollouts.")
+    ap.add_argument("--seed", type=non_negative_int, default=0, help="reset seed of the rollouts.")
     ap.add_argument("--task-types", nargs="+", default=None,
                     help="ALFWorld task types to draw games from (default all; the planner's search is short "
                          "for pick_and_place_simple and look_at_obj_in_light, seconds per state for the others).")
@@ -374,12 +383,12 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
     ap.add_argument("--tree-schedule", "--schedule", dest="schedule", choices=TREE_SCHEDULES, default="fixed",
                     help="--rollout tree: Tree-GRPO's random nodes (fixed) or the oracle's uncertain steps "
                          "(entropy).")
-    ap.add_argument("--trees", type=int, default=2, help="--rollout tree: M, trees per task.")
-    ap.add_argument("--expand-nodes", "--expand", dest="expand", type=int, default=2,
+    ap.add_argument("--trees", type=positive_int, default=2, help="--rollout tree: M, trees per task.")
+    ap.add_argument("--expand-nodes", "--expand", dest="expand", type=positive_int, default=2,
                     help="--rollout tree, fixed schedule: N, nodes per tree and round.")
     ap.add_argument("--entropy-margin", "--margin", dest="margin", type=float, default=0.1,
                     help="--rollout tree, entropy schedule: nats above the running mean that fork a step.")
-    ap.add_argument("--branch-children", "--children", dest="children", type=int, default=2,
+    ap.add_argument("--branch-children", "--children", dest="children", type=positive_int, default=2,
                     help="--rollout tree, entropy schedule: forks per step.")
     ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
                     help=f"folder for the table, its CSV and its figure (default {default_out}).")
@@ -444,6 +453,20 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
     """
     ap = build_parser(default_out, prog)
     args = ap.parse_args(argv)
+    if args.env == "alfworld":
+        try:
+            from agentgym_credit.envs.alfworld.data import normalize_task_types
+        except ImportError as exc:
+            ap.error(f"--env alfworld needs ALFWorld ({exc}); install the alfworld extra: "
+                     "pip install -e '.[alfworld]'")
+        try:  # ids (1-6) become names, for the environment and the table's title
+            args.task_types = list(normalize_task_types(args.task_types) or []) or None
+        except ValueError as exc:
+            ap.error(f"--task-types: {exc}")
+    try:  # the output folder before the rollouts: a folder that cannot be written fails now, not after them
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        ap.error(f"--out-dir {args.out}: {exc.strerror or exc}; pass a folder that can be written")
     tree = args.rollout == "tree"
     estimators = estimators_for(args.env, TREE_ESTIMATORS if tree else None)
     env_kwargs: dict[str, Any] = ({"max_steps": args.max_steps, "task_types": args.task_types}

@@ -21,6 +21,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_credit.argtypes import close_match
 from agentgym_credit.deprecation import moved
 from agentgym_credit.envs.eval_protocol import EpisodeResult, EpisodeSpec, EvalProtocol
 from agentgym_credit.envs.spec import FamilyTable
@@ -61,7 +62,8 @@ def get_protocol(env_id: str) -> EvalProtocol:
 
     if env_id not in PROTOCOLS:
         raise EvaluationUnavailable(
-            f"no evaluation protocol for {env_id!r}; known environments: {', '.join(sorted(PROTOCOLS))}")
+            f"no evaluation protocol for {env_id!r}; known environments: {', '.join(sorted(PROTOCOLS))}"
+            + close_match(env_id, PROTOCOLS))
     if env_id not in gym.registry:
         raise EvaluationUnavailable(
             f"{env_id} is not registered in this installation, so it cannot be evaluated "

@@ -367,12 +367,15 @@ def check_split(protocol: EvalProtocol, split: str | None) -> str:
 
     Raises:
         UnknownSplitError: ``split`` is not one of the protocol's splits (the message lists them, with the
-            closest).
+            closest), or the protocol has none (its tasks come from reset seeds) and a split was given.
     """
     if split is None:
         return protocol.splits[0]
-    if split in protocol.splits or protocol.splits == ("",):
+    if split in protocol.splits:
         return split
+    if protocol.splits == ("",):
+        raise UnknownSplitError(f"{protocol.env_id} has no splits: its tasks are drawn from reset seeds "
+                                f"(seed, episodes); drop the split {split!r}")
     fix = close_match(split, protocol.splits) or "; pass one of them"
     raise UnknownSplitError(f"{protocol.env_id} is evaluated on the split {' or '.join(protocol.splits)}, "
                             f"not {split!r}{fix}")

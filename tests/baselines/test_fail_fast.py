@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from agentgym_credit.baselines.config import TrainConfig
+from agentgym_credit.baselines.config import SFTConfig, TrainConfig
 from agentgym_credit.baselines.policy import load_policy
 from agentgym_credit.baselines.train_cli import main
 from agentgym_credit.baselines.trainer import Trainer, train
@@ -24,19 +24,33 @@ TINY = ["--model", "tiny", "--groups", "1", "--group-size", "2", "--max-new-toke
     (["--env", "Bogus-v0"], "unknown environment id 'Bogus-v0'"),
     (["--device", "cuda"], "--device cuda"),
     (["--backend", "vllm"], "vllm"),
-    (["--history-length", "-1"], "history_length"),
+    (["--history-length", "-1"], "argument --history-length: expected a whole number of at least 0, got -1"),
     (["--model", "tiiny"], "model 'tiiny' is not a folder, not a model in the local Hugging Face cache"),
     (["--model", "tiiny"], "not one of tiny/smollm2; did you mean 'tiny'?"),
     (["--model", "runs/gigpo"], "(`hf download runs/gigpo` where there is a network)"),
     (["--env-kwarg", "max_stepz=3"], "SokobanEnv takes no argument 'max_stepz'; did you mean 'max_steps'?"),
     (["--env-kwarg", 'num_boxes="2"'], "num_boxes must be int, got str '2'; write num_boxes=2, without quotes"),
     (["--env-kwarg", "num_workers=1.5"], "num_workers must be int, got float 1.5; pass an int"),
+    (["--estimator", "gigp"], "estimator 'gigp' is not registered; choose one of"),
+    (["--estimator", "gigp"], "; did you mean 'gigpo'?"),
+    (["--env", "sokoban"], "unknown environment id 'sokoban'; registered group environments"),
+    (["--env", "sokoban"], "; did you mean 'Sokoban-Group-v0'?"),
+    (["--lr", "-1"], "argument --lr: expected a number of at least 0, got -1"),
+    (["--iters", "0"], "argument --iters: expected a whole number of at least 1, got 0"),
+    (["--temperature", "-0.5"], "argument --temperature: expected a number of at least 0, got -0.5"),
+    (["--lora", "-1"], "argument --lora: expected a whole number of at least 0, got -1"),
+    (["--seed", "-1"], "argument --seed: expected a whole number of at least 0, got -1"),
+    (["--itres", "2"], "unrecognized arguments: --itres 2; did you mean --iters?"),
+    (["--resume", "no-such-run"], "--resume no-such-run holds no trainer_state.pt to resume from"),
 ])
 def test_bad_arguments_fail_in_one_line_before_any_work(flags, message, tmp_path, cache_dir, capsys):
     if "--device" in flags and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
     out = tmp_path / "run"
-    rc = main(["--env", "Sokoban-Group-v0", *TINY, "--cache-dir", str(cache_dir), "--out-dir", str(out), *flags])
+    try:
+        rc = main(["--env", "Sokoban-Group-v0", *TINY, "--cache-dir", str(cache_dir), "--out-dir", str(out), *flags])
+    except SystemExit as exc:  # a flag's own type refuses the value while parsing
+        rc = exc.code
     err = capsys.readouterr().err.strip()
     assert rc == 2 and not out.exists()
     assert err.startswith("agc train: error:") and message in err and "\n" not in err
@@ -59,6 +73,42 @@ def test_a_model_folder_without_a_model_is_named(tmp_path, cache_dir, capsys):
                str(cache_dir), "--out-dir", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and "is a folder without a model" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("config, message", [
+    (TrainConfig(lr=-1.0, model="tiny"), "lr must be >= 0, got -1.0"),
+    (TrainConfig(kl_coef=-0.01, model="tiny"), "kl_coef must be >= 0, got -0.01"),
+    (TrainConfig(iters=0, model="tiny"), "iters must be >= 1, got 0"),
+    (TrainConfig(temperature=float("nan"), model="tiny"), "temperature must be a number, got nan"),
+    (SFTConfig(epsilon=1.5, model="tiny"), "epsilon must be <= 1, got 1.5"),
+    (SFTConfig(batch_size=0, model="tiny"), "batch_size must be >= 1, got 0"),
+])
+def test_config_values_out_of_range_are_named(config, message):
+    """A config built in Python is held to the ranges its flags parse with, before any work."""
+    with pytest.raises(ValueError) as caught:
+        config.validate()
+    assert str(caught.value) == message
+
+
+def test_agc_sft_guards_its_output_folder(tmp_path, cache_dir, capsys):
+    from agentgym_credit.baselines.sft import main as sft_main
+
+    out = tmp_path / "sft"
+    out.mkdir()
+    (out / "model.safetensors").write_text("")  # a model exported before
+    rc = sft_main(["--env", "Sokoban-Group-v0", "--cache-dir", str(cache_dir), "--out-dir", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and "\n" not in err
+    assert err == f"agc sft: error: --out-dir {out} already holds a run; pass --overwrite to replace it, or another --out-dir"
+    assert (out / "model.safetensors").read_text() == ""
+
+
+def test_train_help_lists_every_registered_estimator():
+    from agentgym_credit.baselines.train_cli import build_parser
+    from agentgym_credit.credit import available_estimators
+
+    text = next(a.help for a in build_parser()._actions if a.dest == "estimator")
+    assert all(name in text for name in available_estimators()), text
 
 
 @pytest.mark.parametrize("field, value, message", [

@@ -145,6 +145,13 @@ def test_agc_eval_imports_a_module_function_from_the_current_folder(tmp_path, mo
      "SokobanEnv takes no argument 'max_solution_step'; did you mean 'max_solution_steps'?"),
     (["--env", "Sokoban-Group-v0", "--env-kwarg", "num_boxes=\"2\""],
      "num_boxes must be int, got str '2'; write num_boxes=2, without quotes"),
+    (["--env", "sokoban"], "no evaluation protocol for 'sokoban'; known environments: ALFWorld-Group-v0"),
+    (["--env", "sokoban"], "; did you mean 'Sokoban-Group-v0'?"),
+    (["--env", "Sokoban-Group-v0", "--split", "test"],
+     "Sokoban-Group-v0 has no splits: its tasks are drawn from reset seeds (seed, episodes); drop the split 'test'"),
+    (["--env", "Sokoban-Group-v0", "--env-kwarg", "max_steps=abc"],
+     "--env-kwarg max_steps=abc must be a whole number of at least 1 (or pass --max-steps N)"),
+    (["--env", "Sokoban-Group-v0", "--device", "gpu"], "--device must be 'cpu' or 'cuda[:N]', got 'gpu'"),
 ])
 def test_agc_eval_bad_arguments_end_in_one_line(argv, message, capsys) -> None:
     if "ALFWorld" in argv[1]:
@@ -169,3 +176,18 @@ def test_agc_eval_names_the_output_after_a_trained_policy(tmp_path) -> None:
         result = EvalResult("Sokoban-Group-v0", "", model_label(given), {}, 0.0)
         json_path, _ = result.write(tmp_path / "out")
         assert json_path.name == "eval_Sokoban-Group-v0_default_gigpo-sokoban.json"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--temperature", "-1"], "agc eval: error: argument --temperature: expected a number of at least 0, got -1"),
+    (["--epsiodes", "2"], "agc eval: error: unrecognized arguments: --epsiodes 2; did you mean --episodes?"),
+    (["--precision", "flaot32"], "invalid choice: 'flaot32' (choose from 'auto', 'float32', 'bfloat16'); did you mean "
+                                 "'float32'?"),
+    ([], "agc eval: error: the following arguments are required: --env, --policy"),
+])
+def test_agc_eval_usage_errors_are_one_line_with_status_2(argv, message, capsys) -> None:
+    policy = ["--env", "Sokoban-Group-v0", "--policy", "random"] if argv else []
+    with pytest.raises(SystemExit) as caught:
+        main(["eval", *policy, *argv])
+    err = capsys.readouterr().err
+    assert caught.value.code == 2 and err.count("\n") == 1 and message in err

@@ -17,6 +17,7 @@ from agentgym_credit.evaluation import (  # noqa: E402
     get_protocol,
     random_action,
 )
+from agentgym_credit.evaluation.runner import check_split  # noqa: E402
 from agentgym_credit.wrappers import parse_action  # noqa: E402
 
 
@@ -187,6 +188,10 @@ def test_unknown_or_unregistered_environment_is_a_clear_error() -> None:
         Evaluator("ALFWorld-Group-v0", "train")
     with pytest.raises(ValueError, match="not 'valid'; did you mean 'valid_seen'"):
         Evaluator("ALFWorld-Group-v0", "valid")
+    # an environment without splits refuses one instead of playing its seeded tasks under another name
+    with pytest.raises(ValueError, match="Sokoban-Group-v0 has no splits: its tasks are drawn from reset seeds"):
+        Evaluator("Sokoban-Group-v0", "test")
+    assert check_split(get_protocol("Sokoban-Group-v0"), None) == check_split(get_protocol("Sokoban-Group-v0"), "")
 
 
 def test_model_policy_is_loaded_in_the_requested_precision(tmp_path) -> None:

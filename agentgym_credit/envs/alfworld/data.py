@@ -37,6 +37,8 @@ from pathlib import Path
 
 from alfworld.agents.environment.alfred_tw_env import TASK_TYPES as UPSTREAM_TASK_TYPES
 
+from agentgym_credit.argtypes import close_match
+
 __all__ = [
     "GameRecord",
     "SHIPPED_ARCHIVE",
@@ -104,12 +106,15 @@ def normalize_task_types(task_types: Iterable[str | int] | None) -> tuple[str, .
         return None
     names = []
     for task_type in task_types:
+        if isinstance(task_type, str) and task_type.isdigit():  # an id from a command line
+            task_type = int(task_type)
         if isinstance(task_type, int) and 1 <= task_type <= len(TASK_TYPES):
             names.append(TASK_TYPES[task_type - 1])
         elif task_type in TASK_TYPES:
             names.append(str(task_type))
         else:
-            raise ValueError(f"unknown task type {task_type!r}; use names {TASK_TYPES} or ids 1-6")
+            raise ValueError(f"unknown task type {task_type!r}; use names {TASK_TYPES} or ids 1-6"
+                             + close_match(str(task_type), TASK_TYPES))
     return tuple(dict.fromkeys(names))
 
 

@@ -17,12 +17,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from agentgym_credit.argtypes import close_match
+from agentgym_credit.cli_args import non_negative_int, positive_int
 from agentgym_credit.envs.eval_protocol import EpisodeResult, EpisodeSpec, EvalProtocol, first_n, success_rows
 from agentgym_credit.envs.noise import other_choice
 from agentgym_credit.envs.prompts import (
@@ -104,22 +107,24 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     alf = parser.add_subparsers(dest="alfworld_command", required=True)
     gen = alf.add_parser("generate", help="generate solvable ALFWorld games offline.")
     gen.add_argument("out_dir", type=Path, help="output folder; usable as ALFWORLD_DATA.")
-    gen.add_argument("--n-per-task", type=int, default=None, help="games per task type and split.")
-    gen.add_argument("--n-games", type=int, default=None,
+    gen.add_argument("--n-per-task", type=positive_int, default=None, help="games per task type and split.")
+    gen.add_argument("--n-games", type=positive_int, default=None,
                      help="games per split, split over task types like the real train split (default 12).")
     gen.add_argument("--splits", nargs="+", default=["train", "valid_seen", "valid_unseen"],
                      help="the splits to generate.")
     gen.add_argument("--task-types", nargs="+", default=None,
                      help="the task types to generate: names or upstream ids 1-6 (default: all).")
-    gen.add_argument("--seed", type=int, default=0, help="seed of the games drawn.")
-    gen.add_argument("--workers", type=int, default=1, help="processes that generate games side by side.")
+    gen.add_argument("--seed", type=non_negative_int, default=0, help="seed of the games drawn.")
+    gen.add_argument("--workers", type=positive_int, default=1,
+                     help="processes that generate games side by side.")
     plans = alf.add_parser("plans", help="plan the oracle's episodes on the shipped evaluation games and "
                                          "write the plans shipped with the package.")
     plans.add_argument("--out", type=Path, default=None,
                        help="the file to write (default: the package's data/alfworld_plans.json.xz).")
     plans.add_argument("--splits", nargs="+", default=["valid_seen", "valid_unseen"],
                        help="the splits to plan.")
-    plans.add_argument("--workers", type=int, default=1, help="processes that plan games side by side.")
+    plans.add_argument("--workers", type=positive_int, default=1,
+                       help="processes that plan games side by side.")
     plans.add_argument("--search-all", action="store_true",
                        help="search every plan again instead of reading the machine's plan cache.")
     stats = alf.add_parser("stats", help="task shares, scenes, receptacles, walkthroughs of a game folder.")
@@ -127,7 +132,29 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the game folder (default: the shipped games).")
 
 
+def _check(args: argparse.Namespace) -> str:
+    """What is wrong with the arguments of ``agc alfworld …`` (the splits, task types, folder), or ``""``."""
+    from agentgym_credit.envs.alfworld.data import SPLITS, normalize_task_types
+
+    if args.alfworld_command == "stats":
+        given = args.data_dir
+        return f"{given} is not a folder; pass a game folder (or none: the shipped games)" if (
+            given is not None and not given.is_dir()) else ""
+    for split in args.splits:
+        if split not in SPLITS:
+            return (f"argument --splits: unknown split {split!r}; choose from {', '.join(SPLITS)}"
+                    + close_match(split, SPLITS))
+    try:
+        normalize_task_types(getattr(args, "task_types", None))
+    except ValueError as exc:
+        return f"argument --task-types: {exc}"
+    return ""
+
+
 def _run(args: argparse.Namespace) -> int:
+    if problem := _check(args):
+        print(f"agc alfworld {args.alfworld_command}: error: {problem}", file=sys.stderr)
+        return 2
     if args.alfworld_command == "stats":
         from agentgym_credit.envs.alfworld.data import shipped_games_root
         from agentgym_credit.envs.alfworld.stats import collect_stats, format_table

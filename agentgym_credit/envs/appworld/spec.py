@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_credit.envs.appworld.env import app_guide
+from agentgym_credit.envs.appworld.tasks import SPLITS
 from agentgym_credit.envs.eval_protocol import EpisodeResult, EpisodeSpec, EvalProtocol, first_n
 from agentgym_credit.envs.prompts import HistoryStep, PromptTemplate
 from agentgym_credit.envs.spec import CommandSpec, EnvFamilySpec
@@ -136,7 +137,7 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="where the venv goes (default: $AGC_APPWORLD_VENV or the user cache).")
     evaluate = app.add_parser("evaluate",
                               help="run the scripted solutions; TGC/SGC per split and difficulty.")
-    evaluate.add_argument("--splits", nargs="+", default=None,
+    evaluate.add_argument("--splits", nargs="+", default=None, choices=SPLITS,
                           help="the splits to evaluate (default: every one).")
 
 

@@ -12,6 +12,8 @@ values upstream's option rule cannot match (about 2.5 % of the shipped goals, e.
 :mod:`~agentgym_credit.envs.webshop.reward`).
 
 Example:
+    >>> from agentgym_credit.envs.webshop import WebShopEnv
+    >>> from agentgym_credit.envs.webshop.shopper import run_shopper
     >>> env = WebShopEnv(split="test")
     >>> result = run_shopper(env, seed=3)
     >>> result.won, result.score

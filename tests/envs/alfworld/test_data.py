@@ -97,6 +97,10 @@ def test_errors_say_what_to_do(tmp_path: Path) -> None:
         find_games("test")
     with pytest.raises(ValueError, match="unknown task type"):
         normalize_task_types(["juggle"])
+    with pytest.raises(ValueError, match="did you mean 'look_at_obj_in_light'"):
+        normalize_task_types(["look_at_obj_in_lite"])
+    # ids as a command line gives them (agc run --task-types 1 2)
+    assert normalize_task_types(["1", "2"]) == ("pick_and_place_simple", "look_at_obj_in_light")
     with pytest.raises(NoGamesFoundError, match="agc alfworld generate"):
         find_games(data_path=tmp_path)
     with pytest.raises(NoGamesFoundError):
