@@ -71,7 +71,15 @@ class ArgumentParser(argparse.ArgumentParser):
     A mistyped choice or flag ends with the closest name (``invalid choice: 'rn' (choose from …); did you mean
     'run'?``, ``unrecognized arguments: --itres 1; did you mean --iters?``); the usage is ``PROG --help``'s.
     Subcommands' parsers are of the same class.
+
+    Flags are matched whole (``allow_abbrev=False`` unless a caller asks otherwise): argparse would read
+    ``--dim 3`` as ``--dims 3`` and ``--split tset`` as ``--splits tset``, so a shortened flag is refused as a
+    mistyped one, with the flag it begins (``unrecognized arguments: --dim 3; did you mean --dims?``).
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -202,7 +202,7 @@ def _machine_load(started: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--data-path", help="a json_2.1.1 folder (default: the shipped games)")
     parser.add_argument("--split", default="train")
     parser.add_argument("--games", type=int, default=12, help="play the first N games of the split (0: all)")

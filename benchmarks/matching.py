@@ -626,7 +626,7 @@ def plot(rows: list[dict], noises: tuple[Noise, ...], matchers: tuple[str, ...],
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--quick", action="store_true",
                     help="small run: 4 groups, 3 noise settings, 4 matchers; PyTorch bf16 timed only where the CPU "
                          "has it natively")

@@ -417,7 +417,7 @@ def update_matching_report(text: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--groups", type=int, default=16, help="Sokoban task groups (ALFWorld: 4 × 4 members)")
     ap.add_argument("--seed", type=int, default=0)

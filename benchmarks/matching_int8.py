@@ -71,7 +71,7 @@ def fp32_encoder() -> object:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     ap.add_argument("--groups", type=int, default=16, help="Sokoban task groups (ALFWorld: 4 × 4 members)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--holdout-seed", type=int, default=1000)

@@ -107,7 +107,7 @@ def _set_threads(threads: int) -> None:
 
 def main(argv: list[str] | None = None) -> str:
     """Run the benchmark; returns the Markdown table."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0], allow_abbrev=False)
     parser.add_argument("--retrievers", nargs="+", choices=RETRIEVER_KINDS, default=list(RETRIEVER_KINDS))
     parser.add_argument(
         "--cache-dir", default=None, help="index cache (default ~/.cache/agentgym_credit/searchqa)"

@@ -164,7 +164,7 @@ def to_markdown(rows: list[dict[str, object]], threads: int) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--requests", type=int, default=500, help="simultaneous requests per burst")
     parser.add_argument("--rounds", type=int, default=5, help="bursts per configuration")
     parser.add_argument("--threads", type=int, default=8, help="server worker threads")

@@ -144,7 +144,7 @@ def measure(name: str, kwargs: dict[str, object], rooms: int, seed: int, steps: 
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--rooms", type=int, default=1000, help="rooms per generator setting")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps", type=int, default=15, help="step budget of the random policy")

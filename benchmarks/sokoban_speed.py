@@ -87,7 +87,7 @@ def room_timings(dim: tuple[int, int], boxes: int, rooms: int, seed: int) -> dic
 
 
 def main(argv: list[str] | None = None) -> str:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--rooms", type=int, default=500, help="rooms per configuration")
     parser.add_argument("--steps", type=int, default=50_000, help="env steps per configuration")
     parser.add_argument("--seed", type=int, default=0)

@@ -269,7 +269,7 @@ def write_report(rows: list[dict[str, Any]], args: argparse.Namespace, out: Path
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     from agentgym_credit.baselines.runtime import free_cores
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--trainer", choices=("sb3", "llm"), default="sb3")
     parser.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=list(ESTIMATORS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])

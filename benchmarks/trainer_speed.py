@@ -163,7 +163,7 @@ def timed_iteration(trainer: Trainer, it: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--env", default="Sokoban-Group-v0")
     parser.add_argument("--model", default="tiny")
     parser.add_argument("--lora", type=int, default=0)

@@ -106,7 +106,7 @@ def greedy_agreement(policy, vllm_sampler: VLLMGenerator, batches, max_new_token
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--env", default="Sokoban-Group-v0")
     parser.add_argument("--model", default="tiny", help='"tiny", "smollm2" or a Hugging Face model folder')
     parser.add_argument("--precision", choices=PRECISIONS, default="float32")

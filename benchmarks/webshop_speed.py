@@ -169,7 +169,7 @@ def bench_env(episodes: int, random_steps: int) -> list[tuple[str, str]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--episodes", type=int, default=300)
     parser.add_argument("--random-steps", type=int, default=5000)
     parser.add_argument("--queries", type=int, default=500)

@@ -141,7 +141,27 @@ def test_family_commands_refuse_a_bad_argument_before_any_work(argv, message, tm
     assert err.count("\n") == 1 and message in err and not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["embeddings", "prepare", "--dim", "3"], "agc embeddings prepare: error: unrecognized arguments: --dim 3; did "
+                                              "you mean --dims?"),
+    (["appworld", "evaluate", "--split", "tset"], "agc appworld evaluate: error: unrecognized arguments: --split "
+                                                  "tset; did you mean --splits?"),
+    (["eval", "--env", "Sokoban-Group-v0", "--policy", "random", "--episode", "2"],
+     "agc eval: error: unrecognized arguments: --episode 2; did you mean --episodes?"),
+    (["train", "--iter", "2"], "agc train: error: unrecognized arguments: --iter 2; did you mean --iters?"),
+    (["run", "--epsilon", "0.2"], "agc run: error: unrecognized arguments: --epsilon 0.2; did you mean --epsilons?"),
+    (["leaderboard", "--budget", "1"], "agc leaderboard: error: unrecognized arguments: --budget 1; did you mean "
+                                       "--budget-minutes?"),
+    (["overhead", "--repeat", "2"], "agc overhead: error: unrecognized arguments: --repeat 2; did you mean "
+                                    "--repeats?"),
+])
+def test_a_shortened_flag_is_refused_with_the_whole_one(argv, message, capsys):
+    """argparse would read --dim 3 as --dims 3 and --split tset as --splits tset; every agc command refuses it."""
+    assert _usage_error(argv, capsys) == message
+
+
 def test_family_command_flags_parse_within_range(capsys):
     assert "expected a whole number of at least 1, got 0" in _usage_error(
         ["alfworld", "generate", "out", "--n-per-task", "0"], capsys)
     assert "invalid choice: 'tset'" in _usage_error(["appworld", "evaluate", "--splits", "tset"], capsys)
+

@@ -72,6 +72,9 @@ def _parser() -> ArgumentParser:
     (["--mode", "quik"], "agc demo: error: argument --mode: invalid choice: 'quik' (choose from 'quick', 'full'); "
                          "did you mean 'quick'?"),
     (["--iters", "0"], "agc demo: error: argument --iters: expected a whole number of at least 1, got 0"),
+    # a shortened flag is not read as the flag it begins (argparse's allow_abbrev), but named as the fix
+    (["--iter", "2"], "agc demo: error: unrecognized arguments: --iter 2; did you mean --iters?"),
+    (["--mo=quick"], "agc demo: error: unrecognized arguments: --mo=quick; did you mean --mode?"),
 ])
 def test_a_usage_error_is_one_line_with_the_fix_and_status_2(argv, message, capsys) -> None:
     with pytest.raises(SystemExit) as caught:
@@ -90,3 +93,21 @@ def test_subcommand_parsers_are_of_the_same_class(capsys) -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["estimators", "--fo"])
     assert capsys.readouterr().err.startswith("agc estimators: error: unrecognized arguments: --fo")
+
+
+def test_shortened_flags_are_refused_in_subcommands_too(capsys) -> None:
+    parser = ArgumentParser(prog="agc")
+    sub = parser.add_subparsers(dest="command", required=True)
+    prepare = sub.add_parser("prepare")
+    prepare.add_argument("--dims", type=positive_int, default=256)
+    assert not parser.allow_abbrev and not prepare.allow_abbrev
+    assert parser.parse_args(["prepare", "--dims", "3"]).dims == 3
+    with pytest.raises(SystemExit):
+        parser.parse_args(["prepare", "--dim", "3"])
+    assert capsys.readouterr().err == "agc prepare: error: unrecognized arguments: --dim 3; did you mean --dims?\n"
+
+
+def test_a_caller_may_still_allow_abbreviations() -> None:
+    parser = ArgumentParser(prog="agc demo", allow_abbrev=True)
+    parser.add_argument("--iters", type=positive_int, default=1)
+    assert parser.parse_args(["--iter", "2"]).iters == 2

@@ -91,3 +91,33 @@ def test_descriptions_show_no_markup(parsers) -> None:
     """The text under the usage line is read in a terminal: no reST markup there either."""
     for name, parser in parsers.items():
         assert "``" not in (parser.description or ""), name
+
+
+def _all_parsers(name: str, parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield name, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub_name, sub in action.choices.items():
+                yield from _all_parsers(f"{name} {sub_name}", sub)
+
+
+def test_no_agc_parser_reads_a_shortened_flag(parsers) -> None:
+    """argparse's abbreviations read ``--dim 3`` as ``--dims 3``: every parser, subcommands' too, matches whole
+    flags."""
+    seen = [(where, p.allow_abbrev) for name, parser in parsers.items() for where, p in _all_parsers(name, parser)]
+    assert len(seen) > 10 and [where for where, abbrev in seen if abbrev] == []
+
+
+def test_the_other_command_lines_match_whole_flags_too() -> None:
+    """The benchmark scripts, servers and worker processes build plain argparse parsers: each passes
+    allow_abbrev=False."""
+    import ast
+
+    calls = []
+    for folder in ("agentgym_credit", "baselines", "benchmarks"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Call) and ast.unparse(node.func) == "argparse.ArgumentParser":
+                    abbrev = {k.arg: ast.unparse(k.value) for k in node.keywords}.get("allow_abbrev")
+                    calls.append((f"{path.relative_to(ROOT)}:{node.lineno}", abbrev))
+    assert len(calls) > 20 and [where for where, abbrev in calls if abbrev != "False"] == []

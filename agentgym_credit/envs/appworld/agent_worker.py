@@ -1000,7 +1000,7 @@ def freeze_clock(clock: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--ctrl-fd", type=int, default=None)
     parser.add_argument("--api-fd", type=int, default=None)
     parser.add_argument("--site", action="append", default=[], help="a folder with pendulum and pyseccomp")

@@ -944,7 +944,7 @@ def _limit_memory(memory_mb: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--socket", required=True)
     parser.add_argument("--memory-mb", type=int, default=1024)
     parser.add_argument(

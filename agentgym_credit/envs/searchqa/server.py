@@ -381,7 +381,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from agentgym_credit.envs.searchqa.corpus import load_corpus
     from agentgym_credit.envs.searchqa.retrieval import get_retriever
 
-    parser = argparse.ArgumentParser(description="Search-R1-compatible retrieval server (POST /retrieve).")
+    parser = argparse.ArgumentParser(description="Search-R1-compatible retrieval server (POST /retrieve).",
+                                     allow_abbrev=False)
     parser.add_argument("--corpus", default=None, help="JSONL corpus (default: the shipped encyclopedia)")
     parser.add_argument("--retriever", choices=RETRIEVER_KINDS, default="bm25")
     parser.add_argument("--model", default=None, help="sentence-transformers model for dense/hybrid")

@@ -222,7 +222,8 @@ def generate_catalog(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point: write a generated catalog to a folder."""
-    parser = argparse.ArgumentParser(description="Generate a WebShop catalog (products and goals).")
+    parser = argparse.ArgumentParser(description="Generate a WebShop catalog (products and goals).",
+                                     allow_abbrev=False)
     parser.add_argument("out_dir", type=Path, help="folder to write products.json.gz and goals.json.gz to")
     parser.add_argument("--n-products", type=int, default=DEFAULT_N_PRODUCTS)
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
