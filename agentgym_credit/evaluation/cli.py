@@ -88,6 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not re.fullmatch(r"cpu|cuda(:\d+)?", args.device):
         return _error(f"--device must be 'cpu' or 'cuda[:N]', got {args.device!r}")
+    if args.device != "cpu":  # before the policy loads, with agc train's line (torch is imported for it only)
+        from agentgym_credit.baselines.runtime import check_device
+
+        try:
+            check_device(args.device, "hf")
+        except ValueError as exc:
+            return _error(exc)
     env_kwargs = dict(args.env_kwargs)
     if "max_steps" in env_kwargs:  # --env-kwarg max_steps=N is --max-steps N
         steps = env_kwargs.pop("max_steps")

@@ -161,6 +161,22 @@ def test_agc_eval_bad_arguments_end_in_one_line(argv, message, capsys) -> None:
     assert err.startswith("agc eval: error:") and message in err and "\n" not in err
 
 
+def test_agc_eval_refuses_cuda_without_cuda_before_loading_the_policy(monkeypatch, capsys) -> None:
+    """The line agc train gives, before the policy is looked up (no-such-model would be refused next)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main(["eval", "--env", "Sokoban-Group-v0", "--policy", "no-such-model", "--device", "cuda:0"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agc eval: error: --device cuda:0 requested but ") and err.count("\n") == 1
+    assert err.rstrip().endswith("; use --device cpu")
+    from agentgym_credit.baselines.config import TrainConfig
+
+    with pytest.raises(ValueError) as train_error:  # the same sentence as agc train's
+        TrainConfig(device="cuda:0").validate()
+    assert err.strip() == f"agc eval: error: {train_error.value}"
+
+
 def test_agc_eval_names_the_output_after_a_trained_policy(tmp_path) -> None:
     """A run folder's policy is written as eval_<env>_<split>_<run folder name>, not …_policy."""
     from agentgym_credit.evaluation.runner import EvalResult
