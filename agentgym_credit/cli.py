@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,56 @@ def build_parser() -> tuple[ArgumentParser, dict[str, Any]]:
     return parser, commands
 
 
+def _stdout_closed() -> bool:
+    """Whether the reader of standard output has gone (a pipe or socket closed at the other end): what tells a
+    ``BrokenPipeError`` of ``agc``'s own output from one of a worker's pipe. Where ``poll`` is missing, any
+    ``BrokenPipeError`` is taken for standard output's."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced by an object without a descriptor (a capture)
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _drop_stdout() -> None:
+    """Send what is left of standard output to the null device: the interpreter flushes it again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run ``agc``; returns the exit status."""
+    """Run ``agc``; returns the exit status.
+
+    Output piped into a reader that stops early (``agc leaderboard --list | head``) ends the command quietly,
+    without a traceback, with status 1: the Python documentation's pattern ("Note on SIGPIPE", :mod:`signal`)
+    of flushing inside the command and sending the rest to the null device. A ``BrokenPipeError`` of another
+    pipe (a worker process's) is raised as ever.
+    """
+    try:
+        status = _run(argv)
+        sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's flush at exit
+    except SystemExit:  # --help or a usage error: what it printed is flushed the same way
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            _drop_stdout()
+            sys.exit(1)
+        raise
+    except BrokenPipeError:
+        if not _stdout_closed():
+            raise
+        _drop_stdout()
+        return 1
+    return status
+
+
+def _run(argv: list[str] | None) -> int:
+    """Parse ``argv`` and run the command; its exit status."""
     parser, commands = build_parser()
     args, rest = parser.parse_known_args(argv)
     if rest and args.command not in PASSED_ON:

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from agentgym_credit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_estimators_lists_defaults(capsys):
@@ -165,3 +172,53 @@ def test_family_command_flags_parse_within_range(capsys):
         ["alfworld", "generate", "out", "--n-per-task", "0"], capsys)
     assert "invalid choice: 'tset'" in _usage_error(["appworld", "evaluate", "--splits", "tset"], capsys)
 
+
+def _agc(args: list[str], stdout: int, before: str = "", buffered: bool = True) -> subprocess.CompletedProcess[str]:
+    """``agc ARGS`` in a new process writing to the descriptor ``stdout`` (block-buffered, as a pipe is by default,
+    or unbuffered as with PYTHONUNBUFFERED=1); ``before`` runs first in it."""
+    program = f"{before}\nimport sys\nfrom agentgym_credit.cli import main\nsys.exit(main({args!r}))"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"} | ({} if buffered else
+                                                                              {"PYTHONUNBUFFERED": "1"})
+    return subprocess.run([sys.executable, "-c", program], stdout=stdout, stderr=subprocess.PIPE, text=True,
+                          timeout=120, cwd=ROOT, env=env)
+
+
+def _agc_into_a_closed_pipe(args: list[str], buffered: bool) -> subprocess.CompletedProcess[str]:
+    """``agc ARGS | head`` once head has quit: standard output is a pipe nobody reads any more."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return _agc(args, write, buffered=buffered)
+    finally:
+        os.close(write)
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("args", [["leaderboard", "--list"], ["estimators"]])
+def test_output_into_a_closed_pipe_ends_quietly(args, buffered):
+    """As the Python documentation's "Note on SIGPIPE": no traceback, status 1."""
+    done = _agc_into_a_closed_pipe(args, buffered)
+    assert (done.returncode, done.stderr) == (1, "")
+
+
+def test_help_into_a_closed_pipe_ends_quietly():
+    """argparse's --help ignores a failed write (status 0); held in a buffer, the failed flush is status 1."""
+    assert [(d.returncode, d.stderr) for d in (_agc_into_a_closed_pipe(["--help"], b) for b in (True, False))] == [
+        (1, ""), (0, "")]
+
+
+def test_a_broken_pipe_of_a_worker_is_still_reported():
+    """Only standard output's reader going away is quiet: another pipe that breaks is an error with its traceback."""
+    before = ("import os, agentgym_credit.cli as cli\n"
+              "def broken():\n"
+              "    read, write = os.pipe()\n"
+              "    os.close(read)\n"
+              "    os.write(write, b'x')\n"
+              "cli.available_estimators = broken")
+    read, write = os.pipe()
+    try:
+        done = _agc(["estimators"], write, before)
+    finally:
+        os.close(write)
+        os.close(read)
+    assert done.returncode == 1 and "BrokenPipeError" in done.stderr and "in broken" in done.stderr
