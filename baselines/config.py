@@ -11,6 +11,7 @@ naming the field.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, dataclass, field, fields
@@ -18,7 +19,7 @@ from typing import Any, TypeVar, get_args, get_type_hints
 
 from agentgym_credit.argtypes import check_type, close_match
 from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, bounded, key_value
-from agentgym_credit.credit.registry import available_estimators, columns_read
+from agentgym_credit.credit.registry import available_estimators, columns_read, needs_groups
 from agentgym_credit.credit.registry import check_estimator as run_estimator_once
 from agentgym_credit.embedding import check_sentence_model
 from agentgym_credit.envs.group_vector import check_group_env_kwargs
@@ -169,7 +170,8 @@ class TrainConfig(RunConfig):
     estimator_params: dict[str, Any] = option({}, "estimator parameter (repeatable; values parsed as JSON).",
                                               flag="--param")
     groups: int = option(4, "G, task groups per rollout.", minimum=1)
-    group_size: int = option(4, "N, members per group (same initial state).", minimum=1)
+    group_size: int = option(4, "N, members per group (same initial state); 1 only for an estimator that credits a "
+                             "lone trajectory (step_gae, spa) or a fixed-schedule tree rollout.", minimum=1)
     rollout: str = option("chain", 'how a group plays: "chain" (each member one episode from the initial state) or '
                           '"tree" (tree search: members forked mid-episode, each step stored and trained once; '
                           "needs an estimator that accepts trees: grpo, rloo, gigpo, salt, graphgpo, hgpo, "
@@ -275,6 +277,25 @@ class TrainConfig(RunConfig):
         if self.filter_groups and self.group_size < 2:
             raise ValueError(f"filter_groups keeps groups whose members' outcomes differ; group_size must be >= 2, "
                              f"got {self.group_size}")
+        self._check_groups_of_one()
+
+    def _check_groups_of_one(self) -> None:
+        """Raise ``ValueError`` where ``group_size=1`` leaves each task group one trajectory (a chain rollout, or
+        the entropy tree schedule, which forks into the group's free members) and the estimator compares a
+        group's trajectories (:func:`~agentgym_credit.credit.registry.needs_groups`): its advantages would not
+        depend on the outcome. The fixed tree schedule grows a tree's branches one after another on one member."""
+        if self.group_size >= 2 or (self.rollout == "tree" and self.tree_schedule == "fixed"):
+            return
+        if not needs_groups(self.estimator, **self.estimator_params):
+            return
+        entropy = self.rollout == "tree"
+        how = "the entropy tree schedule has no free member to fork into" if entropy else \
+            "each task group plays one trajectory"
+        fixed = " (or tree_schedule='fixed', which grows a tree's branches one after another)" if entropy else ""
+        raise ValueError(f"estimator {self.estimator!r} compares the trajectories of a task group, and with "
+                         f"group_size=1 {how}: its advantages would not depend on the outcome (0 for most); set "
+                         f"group_size >= 2{fixed}, or choose an estimator that credits a lone trajectory (with "
+                         f"its default parameters: {', '.join(_lone_trajectory_estimators())})")
 
     def tree_config(self) -> TreeSchedule:
         """The :class:`~agentgym_credit.baselines.tree_rollout.TreeSchedule` of ``rollout="tree"``."""
@@ -286,6 +307,17 @@ class TrainConfig(RunConfig):
         """The columns the estimator reads with these parameters (``value``: the trainer fits a step critic;
         ``progress``: a progress estimator), from the registry (:func:`~agentgym_credit.credit.registry.columns_read`)."""
         return columns_read(self.estimator, **self.estimator_params)
+
+
+def _lone_trajectory_estimators() -> list[str]:
+    """The registered estimators that credit a lone trajectory with their default parameters (a message's
+    list)."""
+    names = []
+    for name in available_estimators():
+        with contextlib.suppress(Exception):  # an estimator of a user's that cannot run on the probe: left out
+            if not needs_groups(name):
+                names.append(name)
+    return names
 
 
 @dataclass

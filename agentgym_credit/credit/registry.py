@@ -54,6 +54,7 @@ __all__ = [
     "check_estimator",
     "columns_read",
     "estimator_defaults",
+    "needs_groups",
     "probe_batch",
     "NEEDED_COLUMNS",
     "probe_tree_batch",
@@ -393,6 +394,48 @@ def columns_read(name: str, **params: Any) -> tuple[str, ...]:
     exactly these. A wrong name or parameter raises what :func:`assign_credit` raises for it.
     """
     return tuple(c for c, effect in _column_effects(name, params).items() if effect != "unused")
+
+
+def _groups_of_one(won: int) -> StepBatch:
+    """Two three-step trajectories, each alone in its task group: trajectory ``won`` (0 or 1) wins, the other
+    loses. ``progress`` follows the outcome, as a progress estimator's per-step shares of the return do (1/3 per
+    step of the winner, 0 for the loser); ``value`` and ``entropy`` are the same for both; no state repeats."""
+    trajectories = []
+    for k, actions in enumerate(("abc", "acb")):
+        steps, state = [], "s0"
+        for t, a in enumerate(actions):
+            nxt = f"{state}{a}"
+            reward = 1.0 if k == won and t == len(actions) - 1 else 0.0
+            share = 1.0 / len(actions) if k == won else 0.0
+            steps.append(Step(state, a, nxt, reward, value=0.25 * t, progress=share, cost=1.0,
+                              entropy=0.5 + 0.25 * t))
+            state = nxt
+        trajectories.append(Trajectory(group=k, steps=steps, success=k == won))
+    return StepBatch.from_trajectories(trajectories)
+
+
+def needs_groups(name: str, **params: Any) -> bool:
+    """Whether estimator ``name`` with ``params`` needs task groups of two or more trajectories.
+
+    A group-relative estimator credits a trajectory against the others of its task group: GRPO's
+    :math:`A_i = (R_i - \\operatorname{mean}_g R) / (\\operatorname{std}_g R + \\epsilon)`, RLOO's leave-one-out
+    baseline, GiGPO's and SALT's step groups, HGPO's and GraphGPO's groups, Tree-GRPO's trees, SPA's
+    critic-free ``mode="group"``. With one trajectory per group there is nothing to compare: the advantages
+    are 0 (or, as EMPG's over GRPO, do not depend on the outcome), a silent zero. An estimator with a critic
+    (``step_gae``, ``spa`` in its default GAE mode when the batch has a ``value`` column) credits a lone
+    trajectory.
+
+    The estimator runs on two trajectories, each alone in its task group, once with the first winning and
+    once with the second; it needs groups when its advantages are the same both times (to a relative 1e-3: the
+    :math:`\\epsilon` of a normalization moves them a little). The parameters
+    count: ``convention="verl-agent"`` gives a group of one its own score on ``tree_grpo`` (the public
+    Tree-GRPO code's groups of one), which then needs no group; EMPG needs groups when its base does.
+
+    Raises:
+        what :func:`assign_credit` raises for a wrong name or parameter.
+    """
+    first, second = (assign_credit(_groups_of_one(won), name, **params).advantages for won in (0, 1))
+    return bool(np.allclose(first, second, rtol=1e-3, atol=1e-6))
 
 
 def compute_advantages(batch: StepBatch, name: str, **params: Any) -> np.ndarray:

@@ -42,6 +42,7 @@ TINY = ["--model", "tiny", "--groups", "1", "--group-size", "2", "--max-new-toke
     (["--seed", "-1"], "argument --seed: expected a whole number of at least 0, got -1"),
     (["--itres", "2"], "unrecognized arguments: --itres 2; did you mean --iters?"),
     (["--resume", "no-such-run"], "--resume no-such-run holds no trainer_state.pt to resume from"),
+    (["--group-size", "1"], "estimator 'gigpo' compares the trajectories of a task group, and with group_size=1"),
 ])
 def test_bad_arguments_fail_in_one_line_before_any_work(flags, message, tmp_path, cache_dir, capsys):
     if "--device" in flags and torch.cuda.is_available():

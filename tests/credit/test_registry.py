@@ -64,7 +64,18 @@ def test_overflow_is_an_error_not_inf():
         compute_advantages(_batch(r=1.7e308).with_columns(reward=[1.7e308, -1.7e308]), "rloo")
 
 
-def test_custom_estimator_registration():
+@pytest.fixture
+def own_registry(monkeypatch):
+    """Estimators registered in the test are left behind with it (the help of agc train lists every registered
+    one; tests elsewhere read the list)."""
+    from agentgym_credit.credit import registry
+
+    registry.available_estimators()  # the built-ins loaded first
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.setattr(registry, "_TREES", set(registry._TREES))
+
+
+def test_custom_estimator_registration(own_registry):
     @register_estimator("constant_test", replace=True)  # the test may run twice in one process
     def constant(batch: StepBatch, *, c: float = 2.0) -> Credit:
         return Credit(np.full(len(batch), c), np.zeros(len(batch)))
@@ -74,7 +85,7 @@ def test_custom_estimator_registration():
     assert assign_credit(_batch(), "constant_test").stats["elapsed_s"] >= 0
 
 
-def test_a_taken_name_is_refused_unless_replaced():
+def test_a_taken_name_is_refused_unless_replaced(own_registry):
     def first(batch: StepBatch) -> Credit:
         return Credit(np.ones(len(batch)), np.zeros(len(batch)))
 
@@ -102,7 +113,7 @@ def test_columns_read_are_those_needed_or_used():
     assert columns_read("spa", mode="group") == ("progress",)
 
 
-def test_tree_batches_go_only_to_estimators_that_accept_them():
+def test_tree_batches_go_only_to_estimators_that_accept_them(own_registry):
     from agentgym_credit.credit.registry import accepts_trees, check_estimator, probe_tree_batch
     from agentgym_credit.errors import TreeBatchError
 
@@ -139,3 +150,54 @@ def test_tree_estimators_on_the_tree_probe(name):
     assert np.isfinite(credit.advantages).all() and np.abs(credit.advantages).max() > 0
     assert credit.stats["leaves"] == 6 and credit.stats["trees"] == 3
     assert check_estimator(name, convention="verl-agent") == ()
+
+
+def _groups_of_one_batch() -> StepBatch:
+    """Four trajectories of two to four steps, each alone in its task group, two won and two lost."""
+    def traj(group: int, actions: str, won: bool) -> Trajectory:
+        steps, state = [], "s"
+        for t, a in enumerate(actions):
+            steps.append(Step(state, a, state + a, 1.0 if won and t == len(actions) - 1 else 0.0, entropy=0.3 * t))
+            state += a
+        return Trajectory(group=group, steps=steps, success=won)
+
+    return StepBatch.from_trajectories([traj(0, "ab", True), traj(1, "abc", False), traj(2, "ba", False),
+                                        traj(3, "bcad", True)])
+
+
+@pytest.mark.parametrize("name", ["grpo", "rloo", "gigpo", "salt", "graphgpo", "hgpo", "tree_grpo"])
+def test_group_relative_estimators_give_a_group_of_one_zero(name):
+    """What needs_groups stands for: with one trajectory per task group there is nothing to compare."""
+    assert not compute_advantages(_groups_of_one_batch(), name).any()
+
+
+@pytest.mark.parametrize("name, params, needs", [
+    *[(name, {}, True) for name in ("grpo", "rloo", "gigpo", "salt", "graphgpo", "hgpo", "tree_grpo", "empg")],
+    *[(name, {"convention": "verl-agent"}, True) for name in ("grpo", "rloo", "gigpo", "salt", "graphgpo", "hgpo")],
+    ("tree_grpo", {"convention": "verl-agent"}, False),  # the public Tree-GRPO code's groups of one: their score
+    ("step_gae", {}, False),  # a critic
+    ("spa", {}, False),  # GAE on the critic's values, as the trainer runs it
+    ("spa", {"mode": "group"}, True),  # the critic-free variant normalizes within the task group
+    ("empg", {"base": "step_gae"}, False),
+    ("grpo", {"entropy_modulation": {}}, True),  # EMPG's modulation does not bring the outcome back
+])
+def test_needs_groups_per_estimator_and_parameters(name, params, needs):
+    from agentgym_credit.credit.registry import needs_groups
+
+    assert needs_groups(name, **params) is needs
+
+
+def test_needs_groups_of_a_custom_estimator(own_registry):
+    from agentgym_credit.credit.registry import needs_groups
+
+    @register_estimator("constant_groups_test")
+    def constant(batch: StepBatch) -> Credit:
+        return Credit(np.ones(len(batch)), np.zeros(len(batch)))
+
+    @register_estimator("reward_groups_test")
+    def reward(batch: StepBatch) -> Credit:
+        return Credit(batch.reward.astype(np.float64), np.zeros(len(batch)))
+
+    assert needs_groups("constant_groups_test") and not needs_groups("reward_groups_test")
+    with pytest.raises(TypeError, match="unknown parameter"):
+        needs_groups("grpo", omega=1.0)
