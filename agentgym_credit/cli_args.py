@@ -6,12 +6,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 from agentgym_credit.argtypes import close_match
 
-__all__ = ["ArgumentParser", "HelpFormatter", "bounded", "key_value", "non_negative_int", "positive_int",
-           "probability"]
+__all__ = ["ArgumentParser", "HelpFormatter", "bounded", "key_value", "make_out_dir", "non_negative_int",
+           "positive_int", "probability"]
 
 
 def key_value(text: str) -> tuple[str, Any]:
@@ -63,6 +64,17 @@ non_negative_int = bounded(int, 0)
 """An integer of at least 0 (argparse ``type=``)."""
 probability = bounded(float, 0, 1)
 """A number from 0 to 1 (argparse ``type=``)."""
+
+
+def make_out_dir(parser: argparse.ArgumentParser, path: Path, flag: str = "--out-dir") -> Path:
+    """Create the output folder ``path`` (and its parents) before any work: one that cannot be written ends
+    as ``parser``'s usage error (``--out-dir X: Not a directory; pass a folder that can be written``) now,
+    not after the work. Returns ``path``."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        parser.error(f"{flag} {path}: {exc.strerror or exc}; pass a folder that can be written")
+    return path
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -37,8 +37,9 @@ library once more with a fresh copy of every text, as a batch straight from new 
 
 Usage: ``python benchmarks/credit_overhead.py [--groups 16 --size 8 --steps 50 --repeats 21]
 [--trees 2 --leaves 8] [--reference /path/to/verl-agent --reference-repeats 5]
-[--hgpo-reference /path/to/verl-agent-fork]``. Writes
-``benchmarks/results/credit_overhead/credit_overhead.{md,json,csv}`` with the date, the machine and the commit.
+[--hgpo-reference /path/to/verl-agent-fork] [--out-dir DIR]``. Writes ``credit_overhead.{md,json,csv}`` with the
+date, the machine and the commit into ``--out-dir``, by default the tracked ``benchmarks/results/credit_overhead/``
+(pass another folder to run it without touching the repository).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from agentgym_credit.cli_args import make_out_dir  # noqa: E402
 from agentgym_credit.credit import available_estimators, compute_advantages, estimator_defaults  # noqa: E402
 from agentgym_credit.credit.registry import accepts_trees  # noqa: E402
 from agentgym_credit.machine import machine_summary  # noqa: E402
@@ -328,7 +330,16 @@ def build_parser(prog: str = "python benchmarks/credit_overhead.py") -> argparse
                     help="a verl-agent fork with recipe/hgpo/core_hgpo.py: time the HGPO recipe side by "
                          "side.")
     ap.add_argument("--all-cores", action="store_true", help="do not pin the process to one core.")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS,
+                    help=f"where credit_overhead.md, .json and .csv go (default: {_shown(RESULTS)}, the "
+                         "repository's tracked results: pass another folder to leave them alone).")
     return ap
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the repository root where it lies inside it."""
+    root = Path(__file__).resolve().parents[1]
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
 
 
 def main(argv: list[str] | None = None, prog: str = "python benchmarks/credit_overhead.py") -> dict:
@@ -342,6 +353,7 @@ def main(argv: list[str] | None = None, prog: str = "python benchmarks/credit_ov
     if args.hgpo_reference is not None and not (args.hgpo_reference / RECIPE_FILE).exists():
         ap.error(f"--hgpo-reference {args.hgpo_reference} has no {RECIPE_FILE}; pass the folder of a "
                  "verl-agent fork with the HGPO recipe, or leave --hgpo-reference out")
+    make_out_dir(ap, args.out_dir)  # before the timings: a folder that cannot be written fails now
     if not args.all_cores:
         try:
             os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, as the target states
@@ -438,16 +450,16 @@ def main(argv: list[str] | None = None, prog: str = "python benchmarks/credit_ov
         f"Command: `python benchmarks/credit_overhead.py {' '.join(argv if argv is not None else sys.argv[1:])}`\n\n"
     )
     print(table)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "credit_overhead.md").write_text(header + table + "\n")
+    out = args.out_dir
+    (out / "credit_overhead.md").write_text(header + table + "\n")
     meta = {"date": date, "machine": machine, "commit": commit, "rows_in_batch": len(base),
             "rows_in_tree_batch": len(tree), "tree_batch_leaves": tree.num_leaves,
             "repeats": args.repeats, "reference": str(args.reference) if reference else None,
             "reference_commit": ref_commit,
             "hgpo_reference": str(args.hgpo_reference) if args.hgpo_reference is not None else None,
             "hgpo_reference_commit": hgpo_commit}
-    (RESULTS / "credit_overhead.json").write_text(json.dumps({**meta, "results": rows}, indent=2))
-    with open(RESULTS / "credit_overhead.csv", "w", newline="") as f:
+    (out / "credit_overhead.json").write_text(json.dumps({**meta, "results": rows}, indent=2))
+    with open(out / "credit_overhead.csv", "w", newline="") as f:
         fields = ["estimator", "min_s", "median_s", "uncached_texts_min_s", "reference_min_s", "reference_over_ours",
                   "max_abs_diff", "paper_s", "tree_min_s", "params", "date", "machine", "commit"]
         writer = csv.DictWriter(f, fieldnames=fields)
@@ -455,7 +467,7 @@ def main(argv: list[str] | None = None, prog: str = "python benchmarks/credit_ov
         for r in rows:
             writer.writerow({**{k: r.get(k) for k in fields[:-3]}, "params": json.dumps(r["params"]),
                              "date": date, "machine": machine, "commit": commit})
-    print(f"written to {RESULTS / 'credit_overhead.md'}")
+    print(f"written to {out / 'credit_overhead.md'}")
     return {"rows": rows, **meta}
 
 

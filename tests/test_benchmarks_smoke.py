@@ -41,14 +41,26 @@ def test_credit_quality_script_writes_into_its_results_folder(monkeypatch, tmp_p
 
 def test_credit_overhead_tiny(monkeypatch, tmp_path):
     mod = _load("credit_overhead")
-    monkeypatch.setattr(mod, "RESULTS", tmp_path)
-    out = mod.main(["--groups", "2", "--size", "4", "--steps", "10", "--repeats", "1", "--all-cores"])
+    monkeypatch.setattr(mod, "RESULTS", tmp_path / "default")  # what the leaderboard's job runner redirects
+    out = mod.main(["--groups", "2", "--size", "4", "--steps", "10", "--repeats", "1", "--all-cores",
+                    "--out-dir", str(tmp_path / "chosen" / "overhead")])
     assert {r["estimator"] for r in out["rows"]} >= {"gigpo", "salt", "graphgpo", "hgpo K=4", "hgpo K=4 (verl-agent)",
                                                      "empg over grpo", "empg over gigpo", "tree_grpo"}
-    assert (tmp_path / "credit_overhead.md").exists()
+    written = sorted(p.name for p in (tmp_path / "chosen" / "overhead").iterdir())
+    assert written == ["credit_overhead.csv", "credit_overhead.json", "credit_overhead.md"]
+    assert not (tmp_path / "default").exists()
     tree = {r["estimator"]: r["tree_min_s"] for r in out["rows"]}  # the tree batch: estimators that accept trees
     assert tree["tree_grpo"] > 0 and tree["gigpo"] > 0 and tree["step_gae"] is None
     assert out["rows_in_tree_batch"] > 0 and out["tree_batch_leaves"] == 2 * 2 * 8
+
+
+def test_credit_overhead_writes_to_the_tracked_results_unless_told_otherwise(monkeypatch, tmp_path):
+    mod = _load("credit_overhead")
+    assert mod.build_parser().parse_args([]).out_dir == ROOT / "benchmarks" / "results" / "credit_overhead"
+    assert "(default: benchmarks/results/credit_overhead, the repository's tracked results" in " ".join(
+        mod.build_parser().format_help().split())
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)  # the leaderboard's job runner redirects it: the default follows
+    assert mod.build_parser().parse_args([]).out_dir == tmp_path
 
 
 def test_hgpo_reference_refuses_a_checkout_without_the_recipe(tmp_path):

@@ -126,6 +126,13 @@ def test_leaderboard_rerender_and_overhead_reference_name_a_missing_folder(tmp_p
     assert err.startswith(f"agc overhead: error: --reference {tmp_path} is not a verl-agent checkout")
 
 
+def test_overhead_refuses_an_out_dir_it_cannot_write_before_timing(tmp_path, capsys):
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    err = _usage_error(["overhead", "--out-dir", str(taken / "overhead")], capsys)
+    assert err == f"agc overhead: error: --out-dir {taken / 'overhead'}: Not a directory; pass a folder that can be written"
+
+
 def test_benchmark_commands_name_themselves_in_their_help(capsys):
     for command in ("leaderboard", "overhead"):
         with pytest.raises(SystemExit) as caught:

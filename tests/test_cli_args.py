@@ -111,3 +111,16 @@ def test_a_caller_may_still_allow_abbreviations() -> None:
     parser = ArgumentParser(prog="agc demo", allow_abbrev=True)
     parser.add_argument("--iters", type=positive_int, default=1)
     assert parser.parse_args(["--iter", "2"]).iters == 2
+
+
+def test_make_out_dir_creates_the_folder_or_ends_in_one_line(tmp_path, capsys) -> None:
+    from agentgym_credit.cli_args import make_out_dir
+
+    parser = ArgumentParser(prog="agc demo")
+    assert make_out_dir(parser, tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit) as caught:
+        make_out_dir(parser, tmp_path / "file" / "out", "--out")
+    assert caught.value.code == 2
+    assert capsys.readouterr().err == (f"agc demo: error: --out {tmp_path / 'file' / 'out'}: Not a directory; pass a "
+                                       "folder that can be written\n")

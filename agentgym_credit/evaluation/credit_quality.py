@@ -451,6 +451,8 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
         ``pairwise``, ``sign``; with ``--rollout tree`` one per ε, rollout (chain, tree) and estimator, with
         the columns of :func:`compare_rollouts`.
     """
+    from agentgym_credit.cli_args import make_out_dir
+
     ap = build_parser(default_out, prog)
     args = ap.parse_args(argv)
     if args.env == "alfworld":
@@ -463,10 +465,7 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
             args.task_types = list(normalize_task_types(args.task_types) or []) or None
         except ValueError as exc:
             ap.error(f"--task-types: {exc}")
-    try:  # the output folder before the rollouts: a folder that cannot be written fails now, not after them
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        ap.error(f"--out-dir {args.out}: {exc.strerror or exc}; pass a folder that can be written")
+    make_out_dir(ap, args.out)  # before the rollouts: a folder that cannot be written fails now, not after them
     tree = args.rollout == "tree"
     estimators = estimators_for(args.env, TREE_ESTIMATORS if tree else None)
     env_kwargs: dict[str, Any] = ({"max_steps": args.max_steps, "task_types": args.task_types}
