@@ -432,7 +432,9 @@ def needs_groups(name: str, **params: Any) -> bool:
     Tree-GRPO code's groups of one), which then needs no group; EMPG needs groups when its base does.
 
     Raises:
-        what :func:`assign_credit` raises for a wrong name or parameter.
+        UnknownEstimatorError: no estimator of that name.
+        TypeError: a parameter the estimator does not accept.
+        ValueError: a parameter's value is not accepted.
     """
     first, second = (assign_credit(_groups_of_one(won), name, **params).advantages for won in (0, 1))
     return bool(np.allclose(first, second, rtol=1e-3, atol=1e-6))
