@@ -8,6 +8,8 @@ actions. Subclasses implement two hooks, :meth:`GroupMemberEnv._reset_task` and
   members of a group (reset with one seed) start from the identical state.
 * ``info`` always carries ``anchor``, ``admissible_actions``, ``won``, ``task``, ``task_id``,
   ``group_id`` and ``action_valid`` (documentation: design, "The environment contract").
+* Every ``info`` that ``reset`` and ``step`` return is the caller's own copy: changing it (appending to its
+  ``admissible_actions``, rewriting its ``anchor``) changes nothing in the env, which keeps its own.
 * An action that is not a string, or any action after the episode has ended, is a clean invalid step
   (observation unchanged, reward 0), never an exception. A step after the end repeats the episode's
   final ``terminated`` / ``truncated`` flags (a truncated episode never reports ``terminated=True``).
@@ -362,7 +364,7 @@ class GroupMemberEnv(gym.Env, ABC):
         self._step_error = ""
         self._finished = False
         self._needs_reset = ""
-        return obs, info
+        return obs, copy.deepcopy(info)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         if self._needs_reset:
@@ -370,7 +372,7 @@ class GroupMemberEnv(gym.Env, ABC):
                 f"{type(self).__name__}.step() needs a live episode but {self._needs_reset}; call reset() first"
             )
         if self._finished:
-            info = dict(self._last_info, action_valid=False, episode_over=True)
+            info = dict(copy.deepcopy(self._last_info), action_valid=False, episode_over=True)
             return self._last_obs, 0.0, self._terminated, self._truncated, info
         self._elapsed += 1
         try:
@@ -392,7 +394,8 @@ class GroupMemberEnv(gym.Env, ABC):
         self._terminated, self._truncated = bool(outcome.terminated), bool(truncated)
         self._finished = outcome.terminated or truncated
         self._last_obs, self._last_info = outcome.observation, info
-        return outcome.observation, float(outcome.reward), bool(outcome.terminated), bool(truncated), info
+        return (outcome.observation, float(outcome.reward), bool(outcome.terminated), bool(truncated),
+                copy.deepcopy(info))
 
     def render(self) -> Any:
         if self.render_mode == "ansi":

@@ -188,3 +188,44 @@ def test_an_integer_action_is_an_invalid_step_that_says_actions_are_text(member)
     assert info["error"] == "actions are text; got int 0 (pass the command as a str)"
     assert env.step(np.int64(2))[4]["error"].startswith("actions are text; got int64 ")
     assert env.step(lambda: 0)[4]["error"] == "actions are text; got function (pass the command as a str)"
+
+
+def _vandalize(info: dict) -> None:
+    """What a careless caller may do to an info it was handed: grow, reorder and empty its containers."""
+    for key, value in list(info.items()):
+        if isinstance(value, list):
+            value.append("go to the moon")
+            value.reverse()
+        elif isinstance(value, dict):
+            value.clear()
+    info["anchor"], info["won"], info["admissible_actions"] = "forged", True, ["go to the moon"]
+
+
+def _transcript(env, vandal: bool) -> list:
+    """An episode of admissible first actions, then one step after its end; with ``vandal`` every info the
+    env returns is vandalized before the next step."""
+    out = []
+    obs, info = env.reset(seed=5)
+    for _ in range(env.max_steps + 1):
+        action = info["admissible_actions"][0] if info["admissible_actions"] else "<search>x</search>"
+        out.append((obs, repr(sorted(info.items()))))
+        if vandal:
+            info["admissible_actions"].append("go to the moon")  # appended to the list the action came from
+            _vandalize(info)
+        obs, reward, terminated, truncated, info = env.step(action)
+        out.append((reward, terminated, truncated))
+    out.append((obs, repr(sorted(info.items()))))
+    return out
+
+
+def test_changing_a_returned_info_changes_nothing_in_the_env(member):
+    """Every info ``reset`` and ``step`` return is the caller's own: emptying, growing or rewriting it (its
+    admissible actions, anchor, nested dicts) neither changes what the env accepts next nor what it reports
+    — ALFWorld once checked commands against the list it had handed out, so an appended command passed."""
+    _, env = member
+    assert _transcript(env, vandal=True) == _transcript(env, vandal=False)
+    env.reset(seed=5)
+    action = env._last_info["admissible_actions"][0] if env._last_info["admissible_actions"] else "x"
+    info = env.step(action)[4]
+    info["admissible_actions"].append("go to the moon")
+    assert "go to the moon" not in env._last_info["admissible_actions"]
