@@ -3,7 +3,8 @@
 :class:`RecordStepBatch` wraps a group vector env and records one row per executed member step,
 invalid steps included: the state key before the step (``info["anchor"]`` of the previous step or
 reset), the executed action (``info["executed_action"]`` when an action-parsing wrapper is inside,
-else the action given), the next state key, the env reward, ``valid`` (``info["action_valid"]``),
+else the action given; an action that is not text as its short ``repr``, at most 200 characters), the
+next state key, the env reward, ``valid`` (``info["action_valid"]``),
 and, once the episode ends, ``done`` and ``success`` (``info["won"]``). Group ids are unique across
 resets (``group = reset_index * num_groups + g``) and trajectory ids unique across the wrapper's life.
 
@@ -46,6 +47,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
+from agentgym_credit.envs.base import as_text_action
 from agentgym_credit.errors import ResetError
 from agentgym_credit.records import Step, StepBatch, Trajectory
 
@@ -169,10 +171,10 @@ class TrajectoryRecorder:
         penalty = float(info.get("invalid_penalty", 0.0)) if self.include_penalty else None
         if self.include_penalty == "return":
             reward, penalty = float(reward) - penalty, None
-        executed = info.get("executed_action", action)
+        executed = as_text_action(info.get("executed_action", action))  # a short text even where repr fails
         if entropy is None and info.get("entropy") is not None:
             entropy = float(info["entropy"])
-        cur.steps.append(Step(cur.state, executed if isinstance(executed, str) else repr(executed), nxt,
+        cur.steps.append(Step(cur.state, executed if isinstance(executed, str) else executed.text, nxt,
                               float(reward), bool(info.get("action_valid", True)), penalty=penalty,
                               entropy=None if entropy is None else float(entropy)))
         cur.state = nxt

@@ -273,3 +273,25 @@ def test_missing_or_bad_entropy_is_refused_before_the_env_moves():
     assert recorded() == 0  # nothing was stepped or recorded
     env.step(_responses(rng, 2), entropy=[0.1, 0.2])
     assert recorded() == 2
+
+
+class _NoRepr:
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_actions_that_are_not_text_are_recorded_as_short_text_and_lose_no_row():
+    """An action whose ``repr`` raises, or is megabytes long, is recorded like every other invalid step: the
+    env's short stand-in text (at most 200 characters), and the rows of the other members of that step are
+    kept (a raising ``repr`` once stopped the recording half-way through the step)."""
+    env = RecordStepBatch(_vec(n=4, size=2))
+    env.reset(seed=0)
+    env.step([_NoRepr(), list(range(10**6)), b"up", "up"])
+    while not env.unwrapped.finished.all():
+        env.step(["still"] * 4)
+    batch = env.batch()
+    first = {int(batch.traj[i]): (batch.action[i], bool(batch.valid[i])) for i in np.flatnonzero(batch.t == 0)}
+    assert sorted(first) == [0, 1, 2, 3]
+    assert first[0] == ("<_NoRepr with failing repr: RuntimeError>", False)
+    assert first[1][0].startswith("[0, 1, 2") and len(first[1][0]) == 200 and not first[1][1]
+    assert first[2] == ("b'up'", False) and first[3] == ("up", True)
