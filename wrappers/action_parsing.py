@@ -36,6 +36,7 @@ import numpy as np
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from agentgym_credit.envs.base import as_text_action, non_text_error
+from agentgym_credit.envs.group_vector import member_actions
 from agentgym_credit.envs.tags import blocks, first_block
 
 __all__ = ["DEFAULT_PENALTIES", "ParseActions", "ParsedAction", "default_penalty", "parse_action"]
@@ -46,6 +47,14 @@ DEFAULT_PENALTIES = {"action": 0.1, "search": 0.01, "code": 0.1}
 """Invalid-action penalty of each format when none is given (verl-agent's ``invalid_action_penalty_coef``)."""
 INVALID_TAIL = 30
 """Characters kept of a response without an ``<action>`` block (its lower-cased tail, as verl-agent keeps)."""
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-D object array of ``values`` (``np.array`` would make a 2-D one of equal-length sequences)."""
+    out = np.empty(len(values), dtype=object)
+    for i, value in enumerate(values):
+        out[i] = value
+    return out
 
 
 def default_penalty(fmt: str) -> float:
@@ -118,6 +127,7 @@ class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):
         self.fmt, self.penalty, self.protocol = fmt, float(penalty), protocol
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
+        actions = member_actions(actions, self.num_envs)
         parsed = [parse_action(a, self.fmt, self.protocol) for a in actions]
         # a response that is not text reaches the member as it is: its step is invalid and says why
         sent = [p.action if isinstance(a, str) else a for p, a in zip(parsed, actions, strict=True)]
@@ -136,7 +146,7 @@ class ParseActions(VectorWrapper, gym.utils.RecordConstructorArgs):
             "action_valid": np.asarray(env_valid, dtype=bool) & fmt_valid,
             "invalid_penalty": np.where(fmt_valid, 0.0, self.penalty),
             "executed_action": np.array([p.action for p in parsed], dtype=object),
-            "raw_action": np.array(list(actions), dtype=object),
+            "raw_action": _objects(actions),
             "format_error": np.array([p.reason for p in parsed], dtype=object),
         }
         for key, value in extra.items():

@@ -73,7 +73,24 @@ from agentgym_credit.envs.workers import (
 )
 from agentgym_credit.errors import EnvClosedError, ResetError, ResetNeeded, WorkerStartError
 
-__all__ = ["GroupVectorEnv", "check_group_env_kwargs", "group_env_options", "make_group_vector_env"]
+__all__ = ["GroupVectorEnv", "check_group_env_kwargs", "group_env_options", "make_group_vector_env", "member_actions"]
+
+
+def member_actions(actions: Any, num_envs: int) -> list[Any]:
+    """``actions`` as a list of one action per member, checked before anything is stepped.
+
+    Raises:
+        TypeError: ``actions`` is a string, bytes or not a sequence (a generator would be used up).
+        ValueError: not ``num_envs`` actions.
+    """
+    if isinstance(actions, str | bytes) or not isinstance(actions, Sequence | np.ndarray):
+        raise TypeError(
+            f"actions must be a sequence of {num_envs} actions (one per member), got {type(actions).__name__}"
+        )
+    actions = list(actions)
+    if len(actions) != num_envs:
+        raise ValueError(f"expected {num_envs} actions (one per member), got {len(actions)}")
+    return actions
 
 
 def _worker_main(conn: Connection, entry_point: str, kwargs: dict[str, Any], count: int) -> None:
@@ -528,13 +545,7 @@ class GroupVectorEnv(VectorEnv):
             EnvClosedError: the env was closed.
         """
         self._check_open()
-        if isinstance(actions, str | bytes) or not isinstance(actions, Sequence | np.ndarray):
-            raise TypeError(
-                f"actions must be a sequence of {self.num_envs} actions (one per member), got {type(actions).__name__}"
-            )
-        actions = list(actions)
-        if len(actions) != self.num_envs:
-            raise ValueError(f"expected {self.num_envs} actions (one per member), got {len(actions)}")
+        actions = member_actions(actions, self.num_envs)
         if self._needs_reset.all():
             raise ResetNeeded("no member of the group vector env has a live episode; call reset() first")
         rewards = np.zeros(self.num_envs, dtype=np.float64)

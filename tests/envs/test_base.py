@@ -192,7 +192,7 @@ def test_an_integer_action_is_an_invalid_step_that_says_actions_are_text(member)
 
 def _vandalize(info: dict) -> None:
     """What a careless caller may do to an info it was handed: grow, reorder and empty its containers."""
-    for key, value in list(info.items()):
+    for value in list(info.values()):
         if isinstance(value, list):
             value.append("go to the moon")
             value.reverse()

@@ -124,3 +124,28 @@ def test_a_response_that_is_not_text_reaches_the_member_and_is_named():
     assert infos["format_error"][0] == message and infos["error"][0] == message
     assert list(infos["action_valid"]) == [False, infos["action_valid"][1]] and not infos["format_valid"][0]
     env.close()
+
+
+def test_parse_actions_keeps_one_raw_action_per_member_and_refuses_a_generator():
+    """Equal-length sequences as actions are each one member's (invalid) action, so ``info["raw_action"]``
+    stays one entry per member; a generator is refused before anything is stepped (it was used up by the
+    parsing and then failed in ``zip``)."""
+    import gymnasium as gym
+    import numpy as np
+
+    import agentgym_credit  # noqa: F401
+    from agentgym_credit.wrappers import ParseActions
+
+    env = ParseActions(gym.make_vec("Sokoban-Group-v0", num_envs=4, vectorization_mode="vector_entry_point",
+                                    group_size=2))
+    env.reset(seed=0)
+    actions = [(1, 2), [3, 4], np.array(["up", "up"]), "<think>x</think><action>up</action>"]
+    info = env.step(actions)[4]
+    assert info["raw_action"].shape == (4,) and info["raw_action"][0] == (1, 2)
+    assert info["action_valid"].tolist() == [False, False, False, True]
+    steps = env.unwrapped.members[0].elapsed_steps
+    with pytest.raises(TypeError, match="actions must be a sequence of 4 actions"):
+        env.step(a for a in ["up"] * 4)
+    with pytest.raises(ValueError, match="expected 4 actions"):
+        env.step(["up"] * 3)
+    assert env.unwrapped.members[0].elapsed_steps == steps
