@@ -84,7 +84,7 @@ bench: $(STAMP) embeddings
 	$(PY) benchmarks/credit_overhead.py
 	@for f in benchmarks/credit_quality.py benchmarks/sokoban_speed.py benchmarks/matching.py benchmarks/soak.py \
 	          benchmarks/webshop_speed.py benchmarks/search_speed.py benchmarks/alfworld_speed.py \
-	          benchmarks/appworld_speed.py \
+	          benchmarks/appworld_speed.py benchmarks/parser_speed.py \
 	          benchmarks/train_compare.py; do \
 	    if [ -f $$f ]; then echo "== $$f"; $(PY) $$f || exit 1; fi; done
 

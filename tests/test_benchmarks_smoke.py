@@ -195,3 +195,15 @@ def test_fork_speed_tiny(tmp_path):
     assert [r["backend"] for r in out["branch"]] == ["in-process", "2 worker processes"]
     assert (tmp_path / "fork_speed.md").read_text().count("| Sokoban-Group-v0 |") == 4
     assert set(json.loads((tmp_path / "fork_speed.json").read_text())) >= {"date", "machine", "commit", "members"}
+
+
+def test_parser_speed_tiny(monkeypatch, tmp_path):
+    mod = _load("parser_speed")
+    monkeypatch.setattr(mod, "RESULTS", tmp_path)
+    out = mod.main(["--sizes", "2000", "6000", "--limit", "10"])
+    assert {r["reader"] for r in out["replaced"]} == {case.reader for case in mod.CASES}
+    cells = [cell for row in out["replaced"] for cell in row["sizes"].values()]
+    assert all(cell["new_s"] > 0 for cell in cells) and all(cell["same"] for cell in cells if cell["same"] is not None)
+    assert any(cell["same"] for cell in cells) and all(row["ratio"] > 0 for row in out["kept"])
+    assert (tmp_path / "parser_speed.md").read_text().count("| SearchQA parse_action") == 6
+    assert set(json.loads((tmp_path / "parser_speed.json").read_text())) >= {"machine", "commit", "replaced", "kept"}

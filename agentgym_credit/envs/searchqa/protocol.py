@@ -16,6 +16,11 @@ Which command a turn holds follows the upstream code (:data:`PROTOCOLS`):
   if there is one, else the first ``<answer>`` block; the blocks match in any letter case (the cut
   does not).
 
+Both are the commands of the upstream regular expressions (``<(search|answer)>(.*?)</\\1>``, and
+``<search>(.*?)</search>`` then ``<answer>(.*?)</answer>`` in any case), found in time linear in the
+output's length by :mod:`agentgym_credit.envs.tags`: the expressions take time quadratic in it when
+openings are not closed.
+
 The command's body is stripped; it may be empty (``<search></search>`` searches the empty string,
 ``<answer></answer>`` ends the episode with reward 0). A turn without a complete command is invalid.
 Anything outside the command (for instance ``<think>…</think>``) is ignored.
@@ -42,6 +47,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from agentgym_credit.envs.tags import blocks, first_block, first_block_of
+
 if TYPE_CHECKING:
     from agentgym_credit.envs.searchqa.retrieval import Hit
 
@@ -67,12 +74,8 @@ INVALID_FORMAT_MESSAGE = (  # Search-R1's words, shown after a turn without a co
 NO_RESULTS_TEXT = "No results found."
 
 PROTOCOLS = ("search-r1", "verl-agent")
-_COMMAND = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
-_BLOCK = {
-    tag: re.compile(rf"<{tag}>(.*?)</{tag}>", re.DOTALL | re.IGNORECASE) for tag in ("search", "answer")
-}
+_COMMANDS = ("search", "answer")
 _DOC_HEADER = re.compile(r"^Doc \d+\(Title: ", re.MULTILINE)
-_INFORMATION = re.compile(r"<information>(.*?)</information>", re.DOTALL)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 
@@ -130,15 +133,15 @@ def parse_action(text: str, protocol: str = "search-r1") -> ParsedAction:
     if not isinstance(text, str):
         return ParsedAction("invalid", error=f"output must be a str, got {type(text).__name__}")
     kept = _cut(text)
-    if protocol == "search-r1":
-        found = _COMMAND.search(kept)
+    if protocol == "search-r1":  # Search-R1's re.search(r"<(search|answer)>(.*?)</\1>", kept, re.DOTALL)
+        found = first_block_of(kept, _COMMANDS)
         if found is None:
             return ParsedAction("invalid", error="no complete <search>...</search> or <answer>...</answer>")
-        return ParsedAction(found.group(1), found.group(2).strip())  # type: ignore[arg-type]
-    for tag in ("search", "answer"):
-        block = _BLOCK[tag].search(kept)
-        if block is not None:
-            return ParsedAction(tag, block.group(1).strip())  # type: ignore[arg-type]
+        return ParsedAction(found.tag, found.content.strip())  # type: ignore[arg-type]
+    for tag in _COMMANDS:  # verl-agent's re.search(rf"<{tag}>(.*?)</{tag}>", kept, re.DOTALL | re.IGNORECASE)
+        content = first_block(kept, tag, ignore_case=True)
+        if content is not None:
+            return ParsedAction(tag, content.strip())  # type: ignore[arg-type]
     return ParsedAction("invalid", error="no complete <search>...</search> or <answer>...</answer>")
 
 
@@ -173,10 +176,10 @@ def parse_information(text: str) -> list[tuple[str, str]]:
     Returns:
         The passages of the last block in rank order (empty if there is none or it holds no results).
     """
-    blocks = _INFORMATION.findall(text)
-    if not blocks:
+    found = blocks(text, "information")
+    if not found:
         return []
-    block = blocks[-1]
+    block = found[-1]
     starts = [m.start() for m in _DOC_HEADER.finditer(block)]
     docs: list[tuple[str, str]] = []
     for i, start in enumerate(starts):

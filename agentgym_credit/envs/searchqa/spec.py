@@ -30,6 +30,7 @@ from agentgym_credit.envs.eval_protocol import (
 from agentgym_credit.envs.noise import word_span
 from agentgym_credit.envs.prompts import HistoryStep, PromptTemplate, quoted, unchanged
 from agentgym_credit.envs.spec import EnvFamilySpec
+from agentgym_credit.envs.tags import iter_blocks
 
 __all__ = ["ID", "PROTOCOL", "SPEC", "SearchQAOracle", "TEMPLATE", "search_results"]
 
@@ -46,7 +47,6 @@ _TAIL = (
     "(2) If you have enough knowledge to answer the question confidently, provide your final answer "
     "within <answer> </answer> tags, without detailed illustrations. For example, <answer>Beijing</answer>.\n"
 )
-_INFORMATION = re.compile(r"<information>.*?</information>", re.S)
 _TAG = re.compile(r"</?(search|answer)>")
 
 
@@ -57,10 +57,15 @@ def search_results(observation: str, next_observation: str) -> str:
     that return only the latest results both give the results of this step, once.
     """
     new = next_observation[len(observation):] if next_observation.startswith(observation) else next_observation
-    blocks = _INFORMATION.findall(new)
-    if blocks:
-        return "\n".join(blocks)
-    return _TAG.sub("", re.sub(r"<search>.*?</search>|<answer>.*?</answer>", "", new, flags=re.S)).strip()
+    information = [new[found.start : found.end] for found in iter_blocks(new, ("information",))]
+    if information:
+        return "\n".join(information)
+    kept, position = [], 0  # the text without its <search>…</search> and <answer>…</answer> blocks
+    for found in iter_blocks(new, ("search", "answer")):
+        kept.append(new[position : found.start])
+        position = found.end
+    kept.append(new[position:])
+    return _TAG.sub("", "".join(kept)).strip()
 
 
 def _history_line(k: int, step: HistoryStep, task: str) -> str:

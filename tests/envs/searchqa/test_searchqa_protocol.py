@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from agentgym_credit.envs.searchqa.corpus import Passage
@@ -15,6 +17,8 @@ from agentgym_credit.envs.searchqa.protocol import (
     token_f1,
 )
 from agentgym_credit.envs.searchqa.retrieval import Hit
+from benchmarks.parser_speed import upstream_command  # the upstream regular expressions
+from tests.envs.deadline import hard_limit
 
 
 @pytest.mark.parametrize(
@@ -67,6 +71,58 @@ def test_the_first_command_counts_as_upstream(text: str, search_r1: tuple, verl_
         parsed = parse_action(text, protocol)
         assert (parsed.kind, parsed.content) == (kind, content), protocol
         assert parsed.valid == (kind != "invalid") and bool(parsed.error) == (kind == "invalid")
+
+
+EDGE_CASES = [
+    "<search>a</answer><answer>b</search>",  # each closing belongs to the other tag: the cut keeps the search
+    "<answer>a</search><answer>b</answer>",
+    "<search>x<search>y</search>",
+    "<search><answer>q</answer>",
+    "<SEARCH>a</search><answer>b</answer>",
+    "<ſearch>long s</SEARCH>",  # re.IGNORECASE reads the long s as an s
+    "<Search>a</SEARCH><search>b</search>",
+    "</search><search>a</search>",
+    "<answer>a</answer></search>",
+    "<search>\n multi\nline </search>",
+]
+
+
+@pytest.mark.parametrize("text", [case[0] for case in CASES] + EDGE_CASES)
+def test_commands_are_the_upstream_regular_expressions(text: str) -> None:
+    for protocol in ("search-r1", "verl-agent"):
+        parsed = parse_action(text, protocol)
+        assert (parsed.kind, parsed.content) == upstream_command(text, protocol), protocol
+
+
+def test_random_outputs_give_the_upstream_regular_expressions_commands() -> None:
+    rng = random.Random(0)
+    parts = ["<search>", "</search>", "<answer>", "</answer>", "<SEARCH>", "</Search>", "<Answer>", "</ANSWER>",
+             "<ſearch>", " q ", "\n", "<", "/", ">", "search", "answer"]
+    for _ in range(4000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randrange(12)))
+        for protocol in ("search-r1", "verl-agent"):
+            parsed = parse_action(text, protocol)
+            assert (parsed.kind, parsed.content) == upstream_command(text, protocol), (text, protocol)
+
+
+MEGABYTE = 1 << 20
+ADVERSARIAL_OUTPUTS = [  # (output, Search-R1's command, verl-agent's command); the regexes take minutes on each
+    ("<search>" * (MEGABYTE // 8), ("invalid", ""), ("invalid", "")),
+    ("<answer>" * (MEGABYTE // 8), ("invalid", ""), ("invalid", "")),
+    ("<SeArCh>" * (MEGABYTE // 8) + "<answer> x </answer>", ("answer", "x"), ("answer", "x")),
+    ("<search><answer>" * (MEGABYTE // 16) + "q</answer>", ("answer", "<search><answer>" * (MEGABYTE // 16 - 1) + "q"),
+     ("answer", "<search><answer>" * (MEGABYTE // 16 - 1) + "q")),
+    ("<answer>" * (MEGABYTE // 8) + "<search>q</search>", ("search", "q"), ("search", "q")),
+]
+
+
+@pytest.mark.parametrize(("text", "search_r1", "verl_agent"), ADVERSARIAL_OUTPUTS)
+def test_a_megabyte_of_unclosed_openings_is_read_at_once(text: str, search_r1: tuple, verl_agent: tuple) -> None:
+    with hard_limit(5, "parsing a megabyte of openings"):
+        for protocol, expected in (("search-r1", search_r1), ("verl-agent", verl_agent)):
+            parsed = parse_action(text, protocol)
+            assert (parsed.kind, parsed.content) == expected, protocol
+        assert parse_information("<information>" * (MEGABYTE // 13)) == []
 
 
 def test_non_string_output_is_invalid_and_unknown_protocols_raise() -> None:
