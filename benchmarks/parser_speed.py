@@ -180,7 +180,8 @@ def _seconds(value: float | None, limit: float, fit: float | None = None) -> str
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(prog="python benchmarks/parser_speed.py", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python benchmarks/parser_speed.py", description=__doc__.split("\n\n")[0],
+                                     allow_abbrev=False)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 300_000, 1_000_000],
                         help="input sizes in characters (default: 100,000 300,000 1,000,000)")
     parser.add_argument("--limit", type=float, default=30.0, help="seconds before a regular expression is stopped")
