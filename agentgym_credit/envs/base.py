@@ -266,6 +266,23 @@ class StepOutcome:
     info: dict[str, Any] = field(default_factory=dict)
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _caller_copy(value: Any) -> Any:
+    """A copy of an info (``value``) that shares nothing mutable with it, as ``copy.deepcopy`` gives, with the dicts
+    and lists of plain values an env's info is made of copied directly (a Sokoban info in about 1.4 µs against
+    5 µs: it is copied at every step); anything else is deep-copied."""
+    kind = type(value)
+    if kind in _ATOMS:
+        return value
+    if kind is dict:
+        return {key: _caller_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_caller_copy(item) for item in value]
+    return copy.deepcopy(value)
+
+
 class GroupMemberEnv(gym.Env, ABC):
     """Base class of all member environments (one trajectory each).
 
@@ -364,7 +381,7 @@ class GroupMemberEnv(gym.Env, ABC):
         self._step_error = ""
         self._finished = False
         self._needs_reset = ""
-        return obs, copy.deepcopy(info)
+        return obs, _caller_copy(info)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict]:
         if self._needs_reset:
@@ -372,7 +389,7 @@ class GroupMemberEnv(gym.Env, ABC):
                 f"{type(self).__name__}.step() needs a live episode but {self._needs_reset}; call reset() first"
             )
         if self._finished:
-            info = dict(copy.deepcopy(self._last_info), action_valid=False, episode_over=True)
+            info = dict(_caller_copy(self._last_info), action_valid=False, episode_over=True)
             return self._last_obs, 0.0, self._terminated, self._truncated, info
         self._elapsed += 1
         try:
@@ -395,7 +412,7 @@ class GroupMemberEnv(gym.Env, ABC):
         self._finished = outcome.terminated or truncated
         self._last_obs, self._last_info = outcome.observation, info
         return (outcome.observation, float(outcome.reward), bool(outcome.terminated), bool(truncated),
-                copy.deepcopy(info))
+                _caller_copy(info))
 
     def render(self) -> Any:
         if self.render_mode == "ansi":
@@ -488,7 +505,7 @@ class GroupMemberEnv(gym.Env, ABC):
                 f"{type(self).__name__} could not restore the snapshot ({type(exc).__name__}: {exc}); "
                 "the member was left as it was"
             ) from exc
-        return self._last_obs, copy.deepcopy(self._last_info)
+        return self._last_obs, _caller_copy(self._last_info)
 
     @property
     def action_history(self) -> tuple[str | NonTextAction, ...]:
