@@ -60,6 +60,7 @@ from agentgym_credit.envs.searchqa.corpus import Corpus, Passage, load_corpus, l
 from agentgym_credit.errors import AgentGymCreditError
 
 __all__ = [
+    "MAX_CACHED_QUERY_CHARS",
     "RETRIEVER_KINDS",
     "BM25Retriever",
     "DenseRetriever",
@@ -76,6 +77,9 @@ __all__ = [
 ]
 
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+#: Longest query (in characters) a retriever's query cache keeps: a longer one is searched every time, so
+#: 4,096 cached queries take a few megabytes however long the agent's queries are (Search-R1's are a few words).
+MAX_CACHED_QUERY_CHARS = 1024
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
@@ -106,8 +110,9 @@ class Retriever(ABC):
 
     Results are deterministic, so each retriever keeps an LRU cache of the last ``query_cache_size``
     ``(query, topk)`` results (the members of a group often issue the same query) and searches each
-    distinct query of a batch once; set ``query_cache_size`` to 0 to disable it. Subclasses implement
-    :meth:`_search` and call ``super().__init__()``.
+    distinct query of a batch once; set ``query_cache_size`` to 0 to disable it. Queries longer than
+    :data:`MAX_CACHED_QUERY_CHARS` are searched but not kept, so the cache holds at most a few megabytes
+    whatever the agent writes. Subclasses implement :meth:`_search` and call ``super().__init__()``.
 
     Args:
         query_cache_size: how many ``(query, topk)`` results to keep.
@@ -142,7 +147,11 @@ class Retriever(ABC):
             return self._search(queries, topk)
         cache, lock = self._query_cache, self._query_cache_lock
         with lock:
-            found = {q: cache[(q, topk)] for q in dict.fromkeys(queries) if (q, topk) in cache}
+            found = {
+                q: cache[(q, topk)]
+                for q in dict.fromkeys(queries)
+                if len(q) <= MAX_CACHED_QUERY_CHARS and (q, topk) in cache
+            }
             for q in found:
                 cache.move_to_end((q, topk))
         missing = [q for q in dict.fromkeys(queries) if q not in found]
@@ -151,7 +160,8 @@ class Retriever(ABC):
             found.update(fresh)
             with lock:
                 for q, hits in fresh.items():
-                    cache[(q, topk)] = hits
+                    if len(q) <= MAX_CACHED_QUERY_CHARS:
+                        cache[(q, topk)] = hits
                 while len(cache) > self.query_cache_size:
                     cache.popitem(last=False)
         return [list(found[q]) for q in queries]

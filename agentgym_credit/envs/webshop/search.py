@@ -51,6 +51,7 @@ __all__ = [
     "RESULTS_PER_PAGE",
     "BM25_K1",
     "BM25_B",
+    "MAX_CACHED_QUERY_CHARS",
     "INDEX_FORMAT",
     "STOPWORDS",
     "SearchIndex",
@@ -65,6 +66,9 @@ RESULTS_PER_PAGE = 10
 BM25_K1 = 0.9
 BM25_B = 0.4
 _QUERY_CACHE_SIZE = 4096
+#: Longest query (in characters) the query cache keeps: a longer one is searched every time, so the process-wide
+#: cache takes a few megabytes however long the agent's ``search[...]`` texts are.
+MAX_CACHED_QUERY_CHARS = 1024
 _META_FILE = "webshop_index.json"
 
 #: Lucene's English stopwords (``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET``).
@@ -197,14 +201,15 @@ class SearchIndex:
         """The ASINs of the best ``top_k`` products for ``query``, best first.
 
         Ties are broken by catalog order; products with score 0 are left out. Results are cached per
-        query.
+        query (queries of up to :data:`MAX_CACHED_QUERY_CHARS` characters).
         """
-        key = f"{top_k}\x00{query}"
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-                return hit
+        key = f"{top_k}\x00{query}" if len(query) <= MAX_CACHED_QUERY_CHARS else None
+        if key is not None:
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+                    return hit
         ids = self._retriever.get_tokens_ids(tokenize(query))
         if ids:
             scores = np.asarray(self._retriever.get_scores_from_ids(ids), dtype=np.float64)
@@ -212,10 +217,11 @@ class SearchIndex:
             result = tuple(self.asins[i] for i in order if scores[i] > 0.0)
         else:
             result = ()
-        with self._lock:
-            self._cache[key] = result
-            if len(self._cache) > _QUERY_CACHE_SIZE:
-                self._cache.popitem(last=False)
+        if key is not None:
+            with self._lock:
+                self._cache[key] = result
+                if len(self._cache) > _QUERY_CACHE_SIZE:
+                    self._cache.popitem(last=False)
         return result
 
 

@@ -16,6 +16,7 @@ from agentgym_credit.envs.searchqa.generate import (
     generate_questions,
 )
 from agentgym_credit.envs.searchqa.retrieval import (
+    MAX_CACHED_QUERY_CHARS,
     BM25Retriever,
     DenseRetriever,
     HybridRetriever,
@@ -180,3 +181,15 @@ def test_query_cache_serves_repeated_queries(world_corpus: Corpus, cache_dir: st
     bm25.query_cache_size = 0
     bm25.search([a], 3)
     assert calls[-1] == ([a], 3)
+
+
+def test_query_cache_keeps_no_long_query(world_corpus: Corpus, cache_dir: str) -> None:
+    # an agent's 2 MB <search> texts are searched, never kept: the cache stays a few megabytes
+    bm25 = BM25Retriever(world_corpus, cache_dir=cache_dir)
+    title = world_corpus[1].title
+    too_long = title + " " + "z" * MAX_CACHED_QUERY_CHARS
+    assert bm25.search([too_long, too_long], 3)[0][0] == bm25.search([title], 3)[0][0]
+    assert list(bm25._query_cache) == [(title, 3)]
+    at_limit = too_long[:MAX_CACHED_QUERY_CHARS]
+    bm25.search([at_limit], 3)
+    assert (at_limit, 3) in bm25._query_cache

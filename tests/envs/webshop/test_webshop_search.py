@@ -11,6 +11,7 @@ from agentgym_credit.envs.webshop.catalog import Catalog
 from agentgym_credit.envs.webshop.env import WebShopEnv
 from agentgym_credit.envs.webshop.generate import build_catalog
 from agentgym_credit.envs.webshop.search import (
+    MAX_CACHED_QUERY_CHARS,
     SEARCH_TOP_K,
     SearchIndex,
     default_cache_dir,
@@ -60,6 +61,17 @@ def test_search_returns_at_most_50_matching_products(catalog: Catalog) -> None:
     assert all(
         "hdmi" in catalog.product(a).name.lower() + catalog.product(a).description.lower() for a in few
     )
+
+
+def test_long_queries_are_searched_but_not_cached(catalog: Catalog) -> None:
+    # the cache is process-wide: an agent writing 4,096 long search[...] texts must not fill memory with them
+    index = get_search_index(catalog)
+    too_long = "dark chocolate bar " + "x" * MAX_CACHED_QUERY_CHARS
+    assert index.search(too_long) == index.search("dark chocolate bar")  # the unknown word adds nothing
+    assert index.search(too_long) is not index.search(too_long)  # searched each time
+    assert max(map(len, index._cache)) <= len(f"{SEARCH_TOP_K}\x00") + MAX_CACHED_QUERY_CHARS
+    at_limit = too_long[:MAX_CACHED_QUERY_CHARS]
+    assert index.search(at_limit) is index.search(at_limit)  # at the limit: kept
 
 
 def test_product_name_finds_the_product(catalog: Catalog) -> None:
