@@ -20,6 +20,7 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import random
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -44,11 +45,16 @@ def vllm_cpu_build() -> bool:
 def check_device(device: str, backend: str) -> None:
     """Raise ``ValueError`` for a CUDA request without CUDA, or the vLLM backend without a vLLM that can run here
     (the CUDA build needs a CUDA device; the CPU build, ``vllm-cpu``, serves a policy trained on the CPU)."""
-    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+    cuda = re.fullmatch(r"cuda(?::(\d+))?", device)
+    if device not in ("auto", "cpu") and cuda is None:
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda[:N]', got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
+    if cuda is not None and not torch.cuda.is_available():
         why = "this torch build has no CUDA" if torch.version.cuda is None else "no CUDA device is visible"
         raise ValueError(f"--device {device} requested but {why}; use --device cpu")
+    if cuda is not None and cuda.group(1) is not None and int(cuda.group(1)) >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        raise ValueError(f"--device {device} requested but {count} CUDA device{'s' * (count != 1)} "
+                         f"{'are' if count != 1 else 'is'} visible (cuda:0 to cuda:{count - 1})")
     if backend == "vllm":
         if importlib.util.find_spec("vllm") is None:
             raise ValueError("--backend vllm needs vLLM: `pip install agentgym-credit[gpu]` on a CUDA machine, or "

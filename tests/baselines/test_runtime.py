@@ -8,7 +8,13 @@ import copy
 import pytest
 import torch
 
-from agentgym_credit.baselines.runtime import OneDNNLinear, packed_copies, packed_linears, use_onednn_linears
+from agentgym_credit.baselines.runtime import (
+    OneDNNLinear,
+    check_device,
+    packed_copies,
+    packed_linears,
+    use_onednn_linears,
+)
 
 # ----------------------------------------------------------------------------- linear layers on oneDNN
 onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
@@ -105,3 +111,30 @@ def test_nested_contexts_keep_the_packed_copies_until_the_outermost_exits():
             swapped(x)
             assert swapped._packed[2] is first and packed_copies(swapped)["stacked"] is first  # not packed again
     assert swapped._packed is None and not swapped._packing and packed_copies(swapped) is None
+
+
+# ----------------------------------------------------------------------------- the device a run asks for
+@pytest.mark.parametrize("device", ["gpu", "cudafoo", "cuda:", "cuda:x", "cuda:0:1", "CPU"])
+def test_check_device_refuses_what_is_not_a_device(device):
+    with pytest.raises(ValueError, match=r"device must be 'auto', 'cpu' or 'cuda\[:N\]'"):
+        check_device(device, "hf")
+
+
+def test_check_device_refuses_a_cuda_index_beyond_the_visible_devices(monkeypatch):
+    # a two-GPU machine as torch reports it: cuda:2 fails at the start of the run, not at the first tensor
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for fine in ("cuda", "cuda:0", "cuda:1", "auto", "cpu"):
+        check_device(fine, "hf")
+    with pytest.raises(ValueError, match=r"--device cuda:2 requested but 2 CUDA devices are visible \(cuda:0 to "
+                                         r"cuda:1\)"):
+        check_device("cuda:2", "hf")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ValueError, match="but 1 CUDA device is visible"):
+        check_device("cuda:1", "hf")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU-only case")
+def test_check_device_names_the_fix_without_cuda():
+    with pytest.raises(ValueError, match="use --device cpu"):
+        check_device("cuda:0", "hf")
