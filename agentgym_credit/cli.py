@@ -56,10 +56,10 @@ def _prepare_embeddings(args: argparse.Namespace) -> int:
     import time
 
     from agentgym_credit.embedding import DEFAULT_MODEL, resolve_model_path
-    from agentgym_credit.embedding.static import prepare_static_table, static_cache_path
+    from agentgym_credit.embedding.static import cached_static_table, prepare_static_table
 
     model = resolve_model_path(args.model or DEFAULT_MODEL)
-    cached = static_cache_path(model, args.dims).exists() and not args.force
+    cached = not args.force and cached_static_table(model, args.dims) is not None
     start = time.perf_counter()
     path = prepare_static_table(model, args.dims, force=args.force)
     how = "already cached" if cached else f"distilled in {time.perf_counter() - start:.0f} s"

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from agentgym_credit.argtypes import close_match
 from agentgym_credit.errors import UnknownModelError
+from agentgym_credit.user_cache import cache_root
 
 __all__ = [
     "BUILTIN_MODELS",
@@ -44,8 +45,9 @@ SMOLLM2_FOLDER = "smollm2-135m-instruct-fp32"
 
 
 def default_cache_dir() -> Path:
-    """``$AGC_CACHE_DIR`` if set, else ``~/.cache/agentgym_credit``."""
-    return Path(os.environ.get("AGC_CACHE_DIR", Path.home() / ".cache" / "agentgym_credit"))
+    """The library's user cache, :func:`~agentgym_credit.user_cache.cache_root` (``$AGC_CACHE_DIR`` if set, else
+    ``~/.cache/agentgym_credit``)."""
+    return cache_root()
 
 
 def is_model_folder(path: Path) -> bool:

@@ -16,8 +16,8 @@ Distillation (:func:`distill_static_embeddings`), offline from the loaded teache
    token's rank in the vocabulary (WordPiece vocabularies are ordered roughly by frequency) and
    :math:`a = 10^{-4}`.
 
-The table is stored as float16 in the user's cache (``$AGC_CACHE_DIR`` or
-``~/.cache/agentgym-credit``; 15.6 MB for all-MiniLM-L6-v2's 30,522 tokens × 256 dimensions), keyed
+The table is stored as float16 in the library's user cache (``static/`` under
+:func:`~agentgym_credit.user_cache.cache_root`: ``$AGC_CACHE_DIR`` or ``~/.cache/agentgym_credit``; 15.6 MB for all-MiniLM-L6-v2's 30,522 tokens × 256 dimensions), keyed
 by the teacher's path, so the distillation runs once per machine; later loads take milliseconds.
 ``make install`` (and so ``make run`` / ``make test``) runs it ahead of time with ``agc embeddings
 prepare`` (:func:`prepare_static_table`); a first use without it distils the table on the spot, with a
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,12 +41,14 @@ from scipy.sparse import csr_matrix
 
 from agentgym_credit.embedding.texts import encodable_texts
 from agentgym_credit.embedding.transformer import load_sentence_transformer
+from agentgym_credit.user_cache import cache_root
 
 __all__ = [
     "SIF_COEFFICIENT",
     "StaticSentenceEncoder",
     "distill_static_embeddings",
     "prepare_static_table",
+    "cached_static_table",
     "static_cache_path",
 ]
 
@@ -53,11 +56,15 @@ __all__ = [
 SIF_COEFFICIENT = 1e-4
 
 
+#: Where tables were kept before every cache of the library shared :func:`~agentgym_credit.user_cache.cache_root`;
+#: a table found there is moved on its first use.
+_LEGACY_ROOT = Path.home() / ".cache" / "agentgym-credit"
+
+
 def static_cache_path(model_path: str, dims: int) -> Path:
     """Where the distilled table of ``model_path`` with ``dims`` dimensions is cached."""
-    root = Path(os.environ.get("AGC_CACHE_DIR") or Path.home() / ".cache" / "agentgym-credit")
     key = hashlib.sha256(os.path.realpath(model_path).encode()).hexdigest()[:16]
-    return root / "static" / f"{Path(model_path).name}-{key}-{dims}d.npy"
+    return cache_root() / "static" / f"{Path(model_path).name}-{key}-{dims}d.npy"
 
 
 def distill_static_embeddings(
@@ -100,6 +107,23 @@ def distill_static_embeddings(
     return (projected * weight[:, None]).astype(np.float32)
 
 
+def cached_static_table(model_path: str, dims: int) -> Path | None:
+    """The cached table of ``model_path`` with ``dims`` dimensions, or None where none is cached.
+
+    A table distilled before every cache of the library shared one folder (``~/.cache/agentgym-credit``) is
+    moved to :func:`static_cache_path` here instead of being distilled again.
+    """
+    path = static_cache_path(model_path, dims)
+    if path.is_file():
+        return path
+    legacy = _LEGACY_ROOT / "static" / path.name
+    if not legacy.is_file():
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(legacy, path)
+    return path
+
+
 def prepare_static_table(
     model_path: str, dims: int = 256, *, force: bool = False, progress: bool = True, announce: bool = False
 ) -> Path:
@@ -116,7 +140,7 @@ def prepare_static_table(
         The cached ``.npy`` file (float16, ``(vocabulary, dims)``).
     """
     path = static_cache_path(model_path, dims)
-    if path.exists() and not force:
+    if not force and cached_static_table(model_path, dims) is not None:
         return path
     if announce:
         print(f"agentgym-credit: distilling the static embedding table of {Path(model_path).name} once for this "

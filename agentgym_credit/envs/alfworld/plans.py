@@ -40,6 +40,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from agentgym_credit.user_cache import cache_root
+
 __all__ = [
     "PlanCache",
     "SHARED_PLAN_CACHE",
@@ -56,9 +58,9 @@ SHIPPED_PLANS = Path(__file__).resolve().parent / "data" / "alfworld_plans.json.
 
 
 def default_plan_dir() -> Path:
-    """``$AGC_CACHE_DIR/alfworld/plans``, or ``~/.cache/agentgym_credit/alfworld/plans``."""
-    root = os.environ.get("AGC_CACHE_DIR") or Path.home() / ".cache" / "agentgym_credit"
-    return Path(root) / "alfworld" / "plans"
+    """``alfworld/plans`` in the library's user cache (:func:`~agentgym_credit.user_cache.cache_root`: by
+    default ``~/.cache/agentgym_credit/alfworld/plans``)."""
+    return cache_root() / "alfworld" / "plans"
 
 
 def planner_version() -> str:

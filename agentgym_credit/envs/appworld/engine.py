@@ -32,6 +32,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from agentgym_credit.user_cache import cache_root
+
 __all__ = [
     "APPWORLD_REQUIREMENT",
     "AppWorldNotInstalled",
@@ -78,7 +80,7 @@ def appworld_venv_dir() -> Path:
     configured = os.environ.get("AGC_APPWORLD_VENV")
     if configured:
         return Path(configured).expanduser()
-    return Path.home() / ".cache" / "agentgym_credit" / "appworld" / "venv-0.1.3.post1"
+    return cache_root() / "appworld" / "venv-0.1.3.post1"
 
 
 def world_cache_dir() -> Path:
@@ -86,7 +88,7 @@ def world_cache_dir() -> Path:
     configured = os.environ.get("AGC_APPWORLD_CACHE")
     if configured:
         return Path(configured).expanduser()
-    return Path.home() / ".cache" / "agentgym_credit" / "appworld" / "worlds"
+    return cache_root() / "appworld" / "worlds"
 
 
 def _venv_python(venv: Path) -> Path:

@@ -58,6 +58,7 @@ import numpy as np
 from agentgym_credit.envs.bm25 import import_bm25s
 from agentgym_credit.envs.searchqa.corpus import Corpus, Passage, load_corpus, load_faiss_index
 from agentgym_credit.errors import AgentGymCreditError
+from agentgym_credit.user_cache import cache_root
 
 __all__ = [
     "MAX_CACHED_QUERY_CHARS",
@@ -84,8 +85,9 @@ _TOKEN = re.compile(r"(?u)\b\w\w+\b")
 
 
 def default_cache_dir() -> Path:
-    """``~/.cache/agentgym_credit/searchqa``: where built indexes are kept."""
-    return Path.home() / ".cache" / "agentgym_credit" / "searchqa"
+    """Where built indexes are kept: ``searchqa`` in the library's user cache
+    (:func:`~agentgym_credit.user_cache.cache_root`, by default ``~/.cache/agentgym_credit``)."""
+    return cache_root() / "searchqa"
 
 
 @dataclass(frozen=True)

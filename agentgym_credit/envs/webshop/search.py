@@ -21,7 +21,7 @@ Not reproduced: Lucene stores document lengths with one byte of precision, which
 near-ties, and the full Unicode word-break rules (``a.5`` stays one token here).
 
 The index of a catalog is built once, saved under ``cache_dir/<catalog fingerprint>`` (default
-``$XDG_CACHE_HOME/agentgym_credit/webshop`` or ``~/.cache/agentgym_credit/webshop``), and shared by every
+``webshop`` in the library's user cache, :func:`default_cache_dir`), and shared by every
 environment of the process through :func:`get_search_index`.
 """
 
@@ -43,6 +43,7 @@ import Stemmer
 
 from agentgym_credit.envs.bm25 import import_bm25s
 from agentgym_credit.envs.webshop.catalog import Catalog, Product
+from agentgym_credit.user_cache import cache_root
 
 bm25s = import_bm25s()
 
@@ -118,9 +119,9 @@ def document_text(product: Product) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/agentgym_credit/webshop`` (``~/.cache`` when the variable is unset)."""
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(root) / "agentgym_credit" / "webshop"
+    """``webshop`` in the library's user cache (:func:`~agentgym_credit.user_cache.cache_root`:
+    ``$AGC_CACHE_DIR``, else ``$XDG_CACHE_HOME/agentgym_credit``, else ``~/.cache/agentgym_credit``)."""
+    return cache_root() / "webshop"
 
 
 class SearchIndex:
