@@ -315,6 +315,14 @@ class GroupVectorEnv(VectorEnv):
         """Boolean mask of members whose episode has ended."""
         return self._finished.copy()
 
+    @property
+    def crashed(self) -> np.ndarray:
+        """Boolean mask of members whose episode ended in a crash (``info["crashed"]``: the member raised or
+        its worker died, during a step or during another request: ``call``, ``apply``, ``snapshots``, a
+        restore or another member's reset), until they are reset or restored."""
+        return np.array([bool(done and info.get("crashed", False))
+                         for done, info in zip(self._finished, self._infos, strict=True)], dtype=bool)
+
     def _vector_infos(self, indices: Sequence[int]) -> dict[str, Any]:
         """Gymnasium vector infos: ``infos[key]`` an array over members, ``infos["_" + key]`` its mask.
 
