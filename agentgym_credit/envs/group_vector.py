@@ -73,7 +73,14 @@ from agentgym_credit.envs.workers import (
 )
 from agentgym_credit.errors import EnvClosedError, ResetError, ResetNeeded, WorkerStartError
 
-__all__ = ["GroupVectorEnv", "check_group_env_kwargs", "group_env_options", "make_group_vector_env", "member_actions"]
+__all__ = [
+    "GroupVectorEnv",
+    "check_group_env_kwargs",
+    "group_env_options",
+    "make_group_vector_env",
+    "member_actions",
+    "restore_failure",
+]
 
 
 def member_actions(actions: Any, num_envs: int) -> list[Any]:
@@ -687,21 +694,35 @@ class GroupVectorEnv(VectorEnv):
             TypeError: ``snapshot`` is not a ``MemberSnapshot``, or a member is not an integer.
             ValueError: members out of range, empty or named twice, outside the snapshot's group (checked
                 before any member is touched), or a member's ``restore`` refused the snapshot (that member
-                is left as it was; the others were restored).
+                is left as it was; the others were restored: :meth:`restore_each` says which).
             RuntimeError: a worker died (its members need a reset).
             EnvClosedError: the env was closed.
+        """
+        restored, obs, infos, failed = self.restore_each(members, snapshot)
+        if failed:
+            raise restore_failure(failed, len(restored) + len(failed))
+        return obs, infos
+
+    def restore_each(
+        self, members: Sequence[int], snapshot: MemberSnapshot
+    ) -> tuple[list[int], list[str], dict[str, Any], dict[int, str]]:
+        """:meth:`restore`, reporting the members whose restore failed instead of raising for them (a wrapper
+        stack forks the members that were restored and then raises: :func:`restore_failure`).
+
+        Returns:
+            The members restored (in the order of ``members``), their observations, their vector infos, and
+            member -> error text for each member whose restore failed.
+
+        Raises:
+            TypeError, ValueError, EnvClosedError: as :meth:`restore`, before any member is touched.
         """
         self._check_open()
         if not isinstance(snapshot, MemberSnapshot):
             raise TypeError(f"restore takes a MemberSnapshot from snapshot(), got {type(snapshot).__name__}")
         kids = self._member_indices(members, "members", snapshot.group_id)
         failed = self._restore_into(kids, snapshot)
-        if failed:
-            first = min(failed)
-            error = RuntimeError if any("died and was replaced" in text for text in failed.values()) else ValueError
-            raise error(f"restore failed for {len(failed)} of {len(kids)} members (first: member {first}: "
-                        f"{failed[first]})")
-        return [self._obs[c] for c in kids], self._vector_infos(kids)
+        restored = [c for c in kids if c not in failed]
+        return restored, [self._obs[c] for c in restored], self._vector_infos(restored), failed
 
     def _restore_into(self, kids: list[int], snapshot: MemberSnapshot) -> dict[int, str]:
         """Restore ``snapshot`` into ``kids`` and update their bookkeeping; returns member -> error text."""
@@ -833,6 +854,14 @@ class GroupVectorEnv(VectorEnv):
             worker.shutdown()
         self._workers = []
         getattr(self._new_worker, "close", lambda: None)()
+
+
+def restore_failure(failed: dict[int, str], count: int) -> Exception:
+    """The error of a restore into ``count`` members that failed for ``failed`` (member -> error text): a
+    ``RuntimeError`` when a worker died, else a ``ValueError`` (a member refused the snapshot)."""
+    first = min(failed)
+    error = RuntimeError if any("died and was replaced" in text for text in failed.values()) else ValueError
+    return error(f"restore failed for {len(failed)} of {count} members (first: member {first}: {failed[first]})")
 
 
 def make_group_vector_env(
