@@ -34,7 +34,11 @@ state; each child's earlier episode, if any, is replaced.
 A worker that dies is reported (``info["worker_error"]``; its active members end the episode with
 ``truncated=True`` and ``info["crashed"] = True``) and replaced with fresh members; the other members
 and their records are untouched. A worker that dies during ``reset()`` is replaced and its members'
-resets are tried once more on the replacement. A worker that cannot start (its members' constructor
+resets are tried once more on the replacement. A replacement that cannot start does not fail the request
+that found the worker dead: its members end as crashed (``info["worker_error"]`` says it could not be
+restarted), the other members' results are returned, and every later request for its members tries to start
+one again (``reset()`` raises :class:`~agentgym_credit.errors.ResetError` for them meanwhile). A worker that
+cannot start when the env is built (its members' constructor
 raises, or a script without an ``if __name__ == "__main__":`` guard under the ``spawn`` start method)
 raises :class:`~agentgym_credit.errors.WorkerStartError` when the env is built. ``reset``, ``step`` and
 ``call`` after ``close()`` raise :class:`~agentgym_credit.errors.EnvClosedError`.
@@ -206,6 +210,30 @@ class _Worker:
 
 
 _WORKER_FAILURES = (EOFError, OSError, BrokenPipeError, TimeoutError, RuntimeError)
+
+
+class _DeadWorker:
+    """Stands in for a worker whose replacement could not start: every request fails at once, as a dead
+    worker's does (so the group env crashes its members and tries to start a worker again)."""
+
+    def __init__(self, lo: int, hi: int, reason: str) -> None:
+        self.lo, self.hi, self.reason = lo, hi, reason
+
+    def send(self, cmd: str, payload: Any) -> None:
+        raise RuntimeError(f"no worker for members {self.lo}..{self.hi - 1} (its replacement could not start: "
+                           f"{self.reason})")
+
+    def receive(self, timeout: float | None) -> Any:
+        self.send("", None)
+
+    def wait_ready(self, timeout: float | None) -> None:
+        """Nothing to wait for."""
+
+    def shutdown(self) -> None:
+        """Nothing to end."""
+
+    def kill(self) -> None:
+        """Nothing to end."""
 
 
 class GroupVectorEnv(VectorEnv):
@@ -423,9 +451,9 @@ class GroupVectorEnv(VectorEnv):
                     results[worker.lo + j] = tuple(res)
                 continue
             err = error_text(answer).strip()
-            self._replace_worker(w_idx)
+            fate = self._replace_worker(w_idx)
             crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                      f"died and was replaced ({err})"}
+                                                      f"died and {fate} ({err})"}
             for j, _ in mine[w_idx]:
                 results[worker.lo + j] = ((None, 0.0, False, True, crash) if cmd == "step"
                                           else ("crashed", crash))
@@ -436,12 +464,23 @@ class GroupVectorEnv(VectorEnv):
                     self._crash_member(i, crash)
         return results
 
-    def _replace_worker(self, w_idx: int) -> None:
+    def _replace_worker(self, w_idx: int) -> str:
+        """Replace the dead worker ``w_idx``; returns what became of it (``"was replaced"``, or ``"could not be
+        restarted: …"`` when the replacement could not start: a stand-in then answers every request for its
+        members as a dead worker, and the next request tries to start one again)."""
         old = self._workers[w_idx]
         old.kill()
-        self._workers[w_idx] = self._new_worker(old.lo, old.hi)
-        self._workers[w_idx].wait_ready(self.worker_timeout)
+        new = self._new_worker(old.lo, old.hi)
+        try:
+            new.wait_ready(self.worker_timeout)
+        except WorkerStartError as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            reason = lines[0] if len(lines) < 2 else f"{lines[0].rstrip(':')}: {lines[-1]}"
+            self._workers[w_idx] = _DeadWorker(old.lo, old.hi, reason)
+            return f"could not be restarted: {reason}"
+        self._workers[w_idx] = new
         self.worker_restarts += 1
+        return "was replaced"
 
     def _check_open(self) -> None:
         if getattr(self, "closed", False):
@@ -833,18 +872,19 @@ class GroupVectorEnv(VectorEnv):
         a reset, and ``RuntimeError`` is raised."""
         replies = self._exchange(requests)
         failed = [w for w, answer in replies.items() if isinstance(answer, BaseException)]
+        fates = {}
         for w_idx in failed:
             worker = self._workers[w_idx]
-            self._replace_worker(w_idx)
+            fates[w_idx] = self._replace_worker(w_idx)
             crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                      f"died during {what} and was replaced"}
+                                                      f"died during {what} and {fates[w_idx]}"}
             for i in range(worker.lo, worker.hi):
                 self._crash_member(i, crash)
                 self._needs_reset[i] = True
         if failed:
             first = self._workers[failed[0]]
-            raise RuntimeError(f"worker for members {first.lo}..{first.hi - 1} died during {what} and was "
-                               f"replaced ({error_text(replies[failed[0]]).strip()})")
+            raise RuntimeError(f"worker for members {first.lo}..{first.hi - 1} died during {what} and "
+                               f"{fates[failed[0]]} ({error_text(replies[failed[0]]).strip()})")
         return replies
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -860,7 +900,7 @@ def restore_failure(failed: dict[int, str], count: int) -> Exception:
     """The error of a restore into ``count`` members that failed for ``failed`` (member -> error text): a
     ``RuntimeError`` when a worker died, else a ``ValueError`` (a member refused the snapshot)."""
     first = min(failed)
-    error = RuntimeError if any("died and was replaced" in text for text in failed.values()) else ValueError
+    error = RuntimeError if any(" died and " in text for text in failed.values()) else ValueError
     return error(f"restore failed for {len(failed)} of {count} members (first: member {first}: {failed[first]})")
 
 
