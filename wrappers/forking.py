@@ -100,6 +100,10 @@ def snapshot_members(env: VectorEnv, members: Sequence[int]) -> list[StackSnapsh
 def restore_members(env: VectorEnv, members: Sequence[int], snapshot: StackSnapshot) -> tuple[list[Any], dict[str, Any]]:
     """Put ``members`` in the state of ``snapshot`` throughout the stack.
 
+    When some members' restore fails, the members the environment did restore are forked through every wrapper
+    all the same (the recorder opens their segments, the prompt wrapper renders their prompts), so no live member
+    is left without its wrappers' state; then the error is raised.
+
     Returns:
         The members' observations as the outermost wrapper gives them (in the order of ``members``) and the
         vector infos (each key's ``_key`` mask set for the members).
@@ -110,10 +114,6 @@ def restore_members(env: VectorEnv, members: Sequence[int], snapshot: StackSnaps
             playing a recorded episode), or as the group vector env's ``restore`` (members outside the
             snapshot's group …); all checked before any member changes.
         RuntimeError: as the group vector env's ``restore`` (a worker died).
-
-        When some members' restore fails, the members the environment did restore are forked through every
-        wrapper all the same (the recorder opens their segments, the prompt wrapper renders their prompts), so
-        no live member is left without its wrappers' state; then the error is raised.
     """
     if not isinstance(snapshot, StackSnapshot):
         raise TypeError(f"restore_members takes a StackSnapshot from snapshot_members, got {type(snapshot).__name__}")

@@ -38,7 +38,7 @@ resets are tried once more on the replacement. A replacement that cannot start d
 that found the worker dead: its members end as crashed (``info["worker_error"]`` says it could not be
 restarted), the other members' results are returned, and every later request for its members tries to start
 one again (``reset()`` raises :class:`~agentgym_credit.errors.ResetError` for them meanwhile). A worker that
-cannot start when the env is built (its members' constructor
+cannot start at construction (its members' constructor
 raises, or a script without an ``if __name__ == "__main__":`` guard under the ``spawn`` start method)
 raises :class:`~agentgym_credit.errors.WorkerStartError` when the env is built. ``reset``, ``step`` and
 ``call`` after ``close()`` raise :class:`~agentgym_credit.errors.EnvClosedError`.
