@@ -179,7 +179,10 @@ class AttachCredit(RecordStepBatch):
         self._credit_finished()
 
     def credit_batch(self) -> tuple[StepBatch, np.ndarray]:
-        """The batch of the groups credited since the last reset and its advantages (batch row order)."""
+        """The batch of the groups credited since the last reset and its advantages (batch row order); a group
+        whose last members a crash ended outside any step is credited here."""
+        self._close_crashed()
+        self._credit_finished()
         batch = self.recorder.batch(self._credited)
         adv = np.zeros(len(batch))
         order = batch.order

@@ -31,6 +31,7 @@ from typing import Any
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from agentgym_credit.envs.fork import MemberSnapshot
+from agentgym_credit.envs.group_vector import restore_failure
 
 __all__ = ["StackSnapshot", "branch_members", "find_layer", "restore_members", "snapshot_members", "stack_layers"]
 
@@ -99,6 +100,10 @@ def snapshot_members(env: VectorEnv, members: Sequence[int]) -> list[StackSnapsh
 def restore_members(env: VectorEnv, members: Sequence[int], snapshot: StackSnapshot) -> tuple[list[Any], dict[str, Any]]:
     """Put ``members`` in the state of ``snapshot`` throughout the stack.
 
+    When some members' restore fails, the members the environment did restore are forked through every wrapper
+    all the same (the recorder opens their segments, the prompt wrapper renders their prompts), so no live member
+    is left without its wrappers' state; then the error is raised.
+
     Returns:
         The members' observations as the outermost wrapper gives them (in the order of ``members``) and the
         vector infos (each key's ``_key`` mask set for the members).
@@ -121,10 +126,17 @@ def restore_members(env: VectorEnv, members: Sequence[int], snapshot: StackSnaps
         check = getattr(layer, "check_fork", None)
         if check is not None:
             check(members)
-    obs, infos = layers[-1].restore(members, snapshot.member)
+    base = layers[-1]
+    if hasattr(base, "restore_each"):
+        restored, obs, infos, failed = base.restore_each(members, snapshot.member)
+    else:
+        (obs, infos), restored, failed = base.restore(members, snapshot.member), members, {}
     obs = list(obs)
-    for k, state in reversed(snapshot.states):  # innermost first: each wrapper sees what the one inside gives
-        obs, infos = layers[k].restore_fork_state(members, state, obs, infos)
+    if restored:  # the members the env restored take the wrappers' state too, also when others failed
+        for k, state in reversed(snapshot.states):  # innermost first: each wrapper sees what the one inside gives
+            obs, infos = layers[k].restore_fork_state(restored, state, obs, infos)
+    if failed:
+        raise restore_failure(failed, len(members))
     return obs, infos
 
 

@@ -9,8 +9,10 @@ and, once the episode ends, ``done`` and ``success`` (``info["won"]``). Group id
 resets (``group = reset_index * num_groups + g``) and trajectory ids unique across the wrapper's life.
 
 A trajectory cut short by a crash (``info["crashed"]``: its worker process died or the member raised)
-is closed with ``crashed=True`` (the batch's ``crashed`` column), including a member whose worker died
-while another member was being reset. A ``reset()`` that raises
+is closed with ``crashed=True`` (the batch's ``crashed`` column), also where no step reports it: a member
+whose worker died while another member was being reset, or while the worker answered a ``call``,
+``apply``, ``snapshots`` or restore request (the group env's ``crashed`` mask; closed before the next step,
+reset or batch is taken, so its group is credited and none of its rows is lost). A ``reset()`` that raises
 :class:`~agentgym_credit.errors.ResetError` drops the unfinished trajectories of the members it left
 without an episode.
 
@@ -355,6 +357,7 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
         try:
             obs, infos = self.env.reset(seed=seed, options=options)
         except ResetError:
+            self._close_crashed()
             finished = np.asarray(self.env.unwrapped.finished)
             for i in self.recorder.open_members():
                 if finished[i]:
@@ -366,12 +369,19 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
         for i in members:
             info = member_info(infos, int(i))
             self.recorder.start(int(i), base + int(i) // self._group_size, str(info.get("anchor", obs[i])), info)
-        started = set(int(i) for i in members)
-        for i in self.recorder.open_members():  # members whose worker died during this reset
-            info = member_info(infos, i)
-            if i not in started and info.get("crashed") and not info.get("active", True):
-                self.recorder.abort(i)
+        self._close_crashed()  # members whose worker died during this reset
         return obs, infos
+
+    def _close_crashed(self) -> None:
+        """Close as crashed the recorded trajectories of members whose episode a crash ended outside any step
+        (the group env's ``crashed`` mask): no step will record their end."""
+        crashed = getattr(self.env.unwrapped, "crashed", None)
+        if crashed is None:
+            return
+        crashed = np.asarray(crashed)
+        for i in self.recorder.open_members():
+            if crashed[i]:
+                self.recorder.abort(i)
 
     def step(self, actions: Any, *, entropy: Any = None) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step the env and record every member's step.
@@ -386,6 +396,7 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
             ValueError: ``entropy`` has the wrong length, or a running member's value is negative or not
                 finite (checked before the env is stepped).
         """
+        self._close_crashed()
         open_before = set(self.recorder.open_members())
         values = self._check_entropy(entropy, open_before)
         obs, rewards, terminated, truncated, infos = self.env.step(actions)
@@ -439,10 +450,12 @@ class RecordStepBatch(VectorWrapper, gym.utils.RecordConstructorArgs):
 
     def batch(self) -> StepBatch:
         """All trajectories finished so far."""
+        self._close_crashed()
         return self.recorder.batch()
 
     def pop_batch(self) -> StepBatch:
         """All trajectories finished so far, then forget them."""
+        self._close_crashed()
         out = self.recorder.batch()
         self.recorder.clear()
         return out

@@ -34,7 +34,11 @@ state; each child's earlier episode, if any, is replaced.
 A worker that dies is reported (``info["worker_error"]``; its active members end the episode with
 ``truncated=True`` and ``info["crashed"] = True``) and replaced with fresh members; the other members
 and their records are untouched. A worker that dies during ``reset()`` is replaced and its members'
-resets are tried once more on the replacement. A worker that cannot start (its members' constructor
+resets are tried once more on the replacement. A replacement that cannot start does not fail the request
+that found the worker dead: its members end as crashed (``info["worker_error"]`` says it could not be
+restarted), the other members' results are returned, and every later request for its members tries to start
+one again (``reset()`` raises :class:`~agentgym_credit.errors.ResetError` for them meanwhile). A worker that
+cannot start at construction (its members' constructor
 raises, or a script without an ``if __name__ == "__main__":`` guard under the ``spawn`` start method)
 raises :class:`~agentgym_credit.errors.WorkerStartError` when the env is built. ``reset``, ``step`` and
 ``call`` after ``close()`` raise :class:`~agentgym_credit.errors.EnvClosedError`.
@@ -73,7 +77,14 @@ from agentgym_credit.envs.workers import (
 )
 from agentgym_credit.errors import EnvClosedError, ResetError, ResetNeeded, WorkerStartError
 
-__all__ = ["GroupVectorEnv", "check_group_env_kwargs", "group_env_options", "make_group_vector_env", "member_actions"]
+__all__ = [
+    "GroupVectorEnv",
+    "check_group_env_kwargs",
+    "group_env_options",
+    "make_group_vector_env",
+    "member_actions",
+    "restore_failure",
+]
 
 
 def member_actions(actions: Any, num_envs: int) -> list[Any]:
@@ -201,6 +212,30 @@ class _Worker:
 _WORKER_FAILURES = (EOFError, OSError, BrokenPipeError, TimeoutError, RuntimeError)
 
 
+class _DeadWorker:
+    """Stands in for a worker whose replacement could not start: every request fails at once, as a dead
+    worker's does (so the group env crashes its members and tries to start a worker again)."""
+
+    def __init__(self, lo: int, hi: int, reason: str) -> None:
+        self.lo, self.hi, self.reason = lo, hi, reason
+
+    def send(self, cmd: str, payload: Any) -> None:
+        raise RuntimeError(f"no worker for members {self.lo}..{self.hi - 1} (its replacement could not start: "
+                           f"{self.reason})")
+
+    def receive(self, timeout: float | None) -> Any:
+        self.send("", None)
+
+    def wait_ready(self, timeout: float | None) -> None:
+        """Nothing to wait for."""
+
+    def shutdown(self) -> None:
+        """Nothing to end."""
+
+    def kill(self) -> None:
+        """Nothing to end."""
+
+
 class GroupVectorEnv(VectorEnv):
     """A Gymnasium ``VectorEnv`` of task groups (see the module docstring).
 
@@ -315,6 +350,14 @@ class GroupVectorEnv(VectorEnv):
         """Boolean mask of members whose episode has ended."""
         return self._finished.copy()
 
+    @property
+    def crashed(self) -> np.ndarray:
+        """Boolean mask of members whose episode ended in a crash (``info["crashed"]``: the member raised or
+        its worker died, during a step or during another request: ``call``, ``apply``, ``snapshots``, a
+        restore or another member's reset), until they are reset or restored."""
+        return np.array([bool(done and info.get("crashed", False))
+                         for done, info in zip(self._finished, self._infos, strict=True)], dtype=bool)
+
     def _vector_infos(self, indices: Sequence[int]) -> dict[str, Any]:
         """Gymnasium vector infos: ``infos[key]`` an array over members, ``infos["_" + key]`` its mask.
 
@@ -408,9 +451,9 @@ class GroupVectorEnv(VectorEnv):
                     results[worker.lo + j] = tuple(res)
                 continue
             err = error_text(answer).strip()
-            self._replace_worker(w_idx)
+            fate = self._replace_worker(w_idx)
             crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                      f"died and was replaced ({err})"}
+                                                      f"died and {fate} ({err})"}
             for j, _ in mine[w_idx]:
                 results[worker.lo + j] = ((None, 0.0, False, True, crash) if cmd == "step"
                                           else ("crashed", crash))
@@ -421,12 +464,23 @@ class GroupVectorEnv(VectorEnv):
                     self._crash_member(i, crash)
         return results
 
-    def _replace_worker(self, w_idx: int) -> None:
+    def _replace_worker(self, w_idx: int) -> str:
+        """Replace the dead worker ``w_idx``; returns what became of it (``"was replaced"``, or ``"could not be
+        restarted: …"`` when the replacement could not start: a stand-in then answers every request for its
+        members as a dead worker, and the next request tries to start one again)."""
         old = self._workers[w_idx]
         old.kill()
-        self._workers[w_idx] = self._new_worker(old.lo, old.hi)
-        self._workers[w_idx].wait_ready(self.worker_timeout)
+        new = self._new_worker(old.lo, old.hi)
+        try:
+            new.wait_ready(self.worker_timeout)
+        except WorkerStartError as exc:
+            lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+            reason = lines[0] if len(lines) < 2 else f"{lines[0].rstrip(':')}: {lines[-1]}"
+            self._workers[w_idx] = _DeadWorker(old.lo, old.hi, reason)
+            return f"could not be restarted: {reason}"
+        self._workers[w_idx] = new
         self.worker_restarts += 1
+        return "was replaced"
 
     def _check_open(self) -> None:
         if getattr(self, "closed", False):
@@ -679,21 +733,35 @@ class GroupVectorEnv(VectorEnv):
             TypeError: ``snapshot`` is not a ``MemberSnapshot``, or a member is not an integer.
             ValueError: members out of range, empty or named twice, outside the snapshot's group (checked
                 before any member is touched), or a member's ``restore`` refused the snapshot (that member
-                is left as it was; the others were restored).
+                is left as it was; the others were restored: :meth:`restore_each` says which).
             RuntimeError: a worker died (its members need a reset).
             EnvClosedError: the env was closed.
+        """
+        restored, obs, infos, failed = self.restore_each(members, snapshot)
+        if failed:
+            raise restore_failure(failed, len(restored) + len(failed))
+        return obs, infos
+
+    def restore_each(
+        self, members: Sequence[int], snapshot: MemberSnapshot
+    ) -> tuple[list[int], list[str], dict[str, Any], dict[int, str]]:
+        """:meth:`restore`, reporting the members whose restore failed instead of raising for them (a wrapper
+        stack forks the members that were restored and then raises: :func:`restore_failure`).
+
+        Returns:
+            The members restored (in the order of ``members``), their observations, their vector infos, and
+            member -> error text for each member whose restore failed.
+
+        Raises:
+            TypeError, ValueError, EnvClosedError: as :meth:`restore`, before any member is touched.
         """
         self._check_open()
         if not isinstance(snapshot, MemberSnapshot):
             raise TypeError(f"restore takes a MemberSnapshot from snapshot(), got {type(snapshot).__name__}")
         kids = self._member_indices(members, "members", snapshot.group_id)
         failed = self._restore_into(kids, snapshot)
-        if failed:
-            first = min(failed)
-            error = RuntimeError if any("died and was replaced" in text for text in failed.values()) else ValueError
-            raise error(f"restore failed for {len(failed)} of {len(kids)} members (first: member {first}: "
-                        f"{failed[first]})")
-        return [self._obs[c] for c in kids], self._vector_infos(kids)
+        restored = [c for c in kids if c not in failed]
+        return restored, [self._obs[c] for c in restored], self._vector_infos(restored), failed
 
     def _restore_into(self, kids: list[int], snapshot: MemberSnapshot) -> dict[int, str]:
         """Restore ``snapshot`` into ``kids`` and update their bookkeeping; returns member -> error text."""
@@ -804,18 +872,19 @@ class GroupVectorEnv(VectorEnv):
         a reset, and ``RuntimeError`` is raised."""
         replies = self._exchange(requests)
         failed = [w for w, answer in replies.items() if isinstance(answer, BaseException)]
+        fates = {}
         for w_idx in failed:
             worker = self._workers[w_idx]
-            self._replace_worker(w_idx)
+            fates[w_idx] = self._replace_worker(w_idx)
             crash = {"crashed": True, "worker_error": f"worker for members {worker.lo}..{worker.hi - 1} "
-                                                      f"died during {what} and was replaced"}
+                                                      f"died during {what} and {fates[w_idx]}"}
             for i in range(worker.lo, worker.hi):
                 self._crash_member(i, crash)
                 self._needs_reset[i] = True
         if failed:
             first = self._workers[failed[0]]
-            raise RuntimeError(f"worker for members {first.lo}..{first.hi - 1} died during {what} and was "
-                               f"replaced ({error_text(replies[failed[0]]).strip()})")
+            raise RuntimeError(f"worker for members {first.lo}..{first.hi - 1} died during {what} and "
+                               f"{fates[failed[0]]} ({error_text(replies[failed[0]]).strip()})")
         return replies
 
     def close_extras(self, **kwargs: Any) -> None:
@@ -825,6 +894,14 @@ class GroupVectorEnv(VectorEnv):
             worker.shutdown()
         self._workers = []
         getattr(self._new_worker, "close", lambda: None)()
+
+
+def restore_failure(failed: dict[int, str], count: int) -> Exception:
+    """The error of a restore into ``count`` members that failed for ``failed`` (member -> error text): a
+    ``RuntimeError`` when a worker died, else a ``ValueError`` (a member refused the snapshot)."""
+    first = min(failed)
+    error = RuntimeError if any(" died and " in text for text in failed.values()) else ValueError
+    return error(f"restore failed for {len(failed)} of {count} members (first: member {first}: {failed[first]})")
 
 
 def make_group_vector_env(

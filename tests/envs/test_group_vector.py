@@ -575,3 +575,39 @@ def test_snapshots_of_several_members_come_in_one_request_and_equal_single_snaps
             fresh.close()
     finally:
         env.close()
+
+
+def test_a_worker_that_cannot_be_replaced_crashes_its_members_and_the_step_of_the_others_is_kept(tmp_path):
+    """A dead worker whose replacement cannot build its members: the step still returns, with the other worker's
+    members stepped and recorded and the lost ones crashed; every request keeps answering, a reset names the
+    members it could not reset, and once the replacement can start again a reset brings every member back."""
+    import signal
+
+    from agentgym_credit.errors import ResetError
+    from agentgym_credit.wrappers import RecordStepBatch
+
+    block = tmp_path / "block"
+    env = RecordStepBatch(GroupVectorEnv("tests.envs.toy_envs:FragileCounterEnv", num_envs=4, group_size=2,
+                                         num_workers=2, block=str(block), max_steps=3))
+    try:
+        env.reset(seed=3, options={"start": 0})
+        env.step(["inc"] * 4)
+        block.touch()
+        os.kill(env.unwrapped._workers[1].process.pid, signal.SIGKILL)  # members 2 and 3
+        env.unwrapped._workers[1].process.join(5)
+        obs, rew, term, trunc, info = env.step(["inc"] * 4)
+        assert obs[0].startswith("value 2 ") and obs[1].startswith("value 2 ")  # their step was not lost
+        assert trunc.tolist() == [False, False, True, True] and info["crashed"][2] and info["crashed"][3]
+        assert "could not be restarted" in info["worker_error"][2]
+        env.step(["inc"] * 4)  # the last step of members 0 and 1
+        with pytest.raises(RuntimeError, match="could not be restarted"):
+            env.unwrapped.call("value")
+        batch = env.batch()
+        assert batch.num_trajectories == 4 and sorted(batch.traj_length.tolist()) == [2, 2, 3, 3]
+        with pytest.raises(ResetError, match="could not be restarted"):
+            env.reset(seed=4)
+        block.unlink()
+        obs, info = env.reset(seed=4)
+        assert info["active"].all() and obs[2] == obs[3]
+    finally:
+        env.close()

@@ -59,3 +59,13 @@ def value_plus(env: CounterEnv, k: int) -> int:
     if k < 0:
         raise ValueError("k must be >= 0")
     return env.value + k
+
+
+class FragileCounterEnv(CounterEnv):
+    """A :class:`CounterEnv` that cannot be built while the file ``block`` exists (a worker that dies then
+    cannot be replaced until it is removed)."""
+
+    def __init__(self, block: str, max_steps: int = 6) -> None:
+        if os.path.exists(block):
+            raise RuntimeError(f"members cannot be built while {block} exists")
+        super().__init__(max_steps)

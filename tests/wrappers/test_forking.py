@@ -119,3 +119,30 @@ def test_a_snapshot_restores_only_into_its_own_stack():
     finally:
         env.close()
         other.close()
+
+
+def test_a_fork_whose_other_child_lost_its_worker_still_records_and_prompts_the_child_it_restored():
+    """Children 1 and 2 of one fork live in two workers; the worker of child 2 is dead. The branch raises, but
+    child 1, which the env did restore, plays on with its parent's prompt and every step of it is recorded."""
+    import os
+    import signal
+
+    env = make_group_env("Sokoban-Group-v0", 1, 4, max_steps=8, num_workers=2)  # members 0, 1 | 2, 3
+    try:
+        obs, _ = env.reset(seed=4, options={"reset_mask": np.array([True, False, False, False])})
+        for move in ("up", "left"):
+            obs, *_ = env.step([ACT.format(move), "", "", ""])
+        os.kill(env.unwrapped._workers[1].process.pid, signal.SIGKILL)
+        env.unwrapped._workers[1].process.join(5)
+        with pytest.raises(RuntimeError, match="restore failed for 1 of 2 members"):
+            branch_members(env, 0, [1, 2])
+        assert env.unwrapped.finished.tolist() == [False, False, True, True]
+        obs, *_ = env.step([ACT.format("down")] * 4)
+        assert obs[1] == obs[0]  # the same move from the same state: the same prompt, history included
+        while not env.unwrapped.finished.all():
+            env.step([ACT.format("up")] * 4)
+        batch = env.pop_batch()
+    finally:
+        env.close()
+    assert batch.is_tree and batch.num_leaves == 2
+    assert np.count_nonzero(batch.t < 2) == 2 and np.count_nonzero(batch.t >= 2) == 2 * (8 - 2)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import agentgym_credit  # noqa: F401
-from agentgym_credit.credit import compute_advantages
+from agentgym_credit.credit import assign_credit, compute_advantages
 from agentgym_credit.wrappers import AttachCredit, ParseActions, RecordStepBatch
 
 
@@ -295,3 +295,41 @@ def test_actions_that_are_not_text_are_recorded_as_short_text_and_lose_no_row():
     assert first[0] == ("<_NoRepr with failing repr: RuntimeError>", False)
     assert first[1][0].startswith("[0, 1, 2") and len(first[1][0]) == 200 and not first[1][1]
     assert first[2] == ("b'up'", False) and first[3] == ("up", True)
+
+
+@pytest.mark.parametrize("request_kind", ["call", "apply", "snapshots"])
+def test_a_worker_that_dies_outside_a_step_closes_its_recorded_trajectories_as_crashed(request_kind):
+    """A worker killed while it answers ``call``, ``apply`` or ``snapshots`` ends its members' episodes; their
+    recorded steps are closed as crashed (not left open for ever), so the group is credited and no row is lost."""
+    import os
+    import signal
+
+    from agentgym_credit.envs.group_vector import GroupVectorEnv
+    from tests.envs.toy_envs import value_plus
+
+    env = AttachCredit(GroupVectorEnv("tests.envs.toy_envs:CounterEnv", num_envs=4, group_size=2, num_workers=2,
+                                      max_steps=3), "grpo")
+    try:
+        env.reset(seed=3, options={"start": 0})  # targets are >= 5: nobody wins within 3 steps
+        env.step(["inc"] * 4)
+        os.kill(env.unwrapped._workers[1].process.pid, signal.SIGKILL)  # members 2 and 3
+        env.unwrapped._workers[1].process.join(5)
+        with pytest.raises(RuntimeError, match="died"):
+            if request_kind == "call":
+                env.unwrapped.call("max_steps")
+            elif request_kind == "apply":
+                env.unwrapped.apply(value_plus, {2: (1,)})
+            else:
+                env.unwrapped.snapshots([2])
+        assert env.unwrapped.crashed.tolist() == [False, False, True, True]
+        # nothing more to step for the lost members: their rows are in the batch already
+        batch = env.batch()
+        assert sorted(batch.traj[batch.crashed].tolist()) == [2, 3] and len(batch) == 2
+        while not env.unwrapped.finished.all():
+            env.step(["dec"] * 4)
+        batch, adv = env.credit_batch()
+        assert batch.num_trajectories == 4 and env.recorder.open_members() == []
+        assert batch.traj_crashed.tolist() == [False, False, True, True]
+        np.testing.assert_array_equal(adv, assign_credit(batch, "grpo").advantages)
+    finally:
+        env.close()
