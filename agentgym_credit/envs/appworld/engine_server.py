@@ -666,6 +666,7 @@ def _random_state(value: Any) -> tuple:
 
 # ---------------------------------------------------------------------------------------------- the guard
 GUARD_CPU_SECONDS = 3600  # the guard's CPU backstop over its life (each verdict is limited by wall time)
+GUARD_KEEP_BYTES = 64 * 1024 * 1024  # resident memory a guard may keep over its start; past it, it retires
 GUARD_REFUSAL = (
     "the code could not be checked by the safety guard within the step's time and memory (it is too large "
     "or nested too deeply); split it into smaller steps"
@@ -682,6 +683,12 @@ def syntax_verdict(safety_guard: Any, code: str) -> str | None:
     return None if safe else str(message)
 
 
+def _resident_bytes() -> int:
+    """This process's resident memory in bytes (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 class CodeGuard:
     """The world server's child process that parses agent code for ``SafetyGuard`` (:func:`syntax_verdict`).
 
@@ -691,7 +698,9 @@ class CodeGuard:
     world. The guard is a fork of the world server (its memory limit, ``PR_SET_PDEATHSIG``, only its
     channel open, the agent process's seccomp filter: no exec, fork, sockets, signals to other processes);
     a verdict that does not come within the step's seconds, or a guard that dies, is a refusal
-    (:data:`GUARD_REFUSAL`) and the guard is killed; the next step forks a new one.
+    (:data:`GUARD_REFUSAL`) and the guard is killed; the next step forks a new one. A guard whose resident
+    memory grew by more than :data:`GUARD_KEEP_BYTES` (a parse's memory stays allocated: 360 MB after 10,000
+    characters of nested brackets) gives its verdict and ends.
     """
 
     def __init__(self, safety_guard: Any) -> None:
@@ -733,6 +742,7 @@ class CodeGuard:
         except (ImportError, OSError, RuntimeError, AttributeError):
             pass
         buffer = bytearray()
+        start = _resident_bytes()
         while True:
             end = buffer.find(b"\n")
             if end < 0:
@@ -743,10 +753,14 @@ class CodeGuard:
                 continue
             code = json.loads(bytes(buffer[:end]))
             del buffer[: end + 1]
-            data = (json.dumps({"refusal": syntax_verdict(self.safety_guard, str(code))}) + "\n").encode()
+            refusal = syntax_verdict(self.safety_guard, str(code))
+            retire = _resident_bytes() > start + GUARD_KEEP_BYTES  # a large parse's memory stays allocated
+            data = (json.dumps({"refusal": refusal, "retire": retire}) + "\n").encode()
             view = memoryview(data)
             while view:
                 view = view[os.write(3, view) :]
+            if retire:
+                return
 
     def verdict(self, code: str, seconds: float) -> str | None:
         """The verdict on ``code`` within ``seconds`` (else :data:`GUARD_REFUSAL`, and the guard is killed)."""
@@ -768,7 +782,10 @@ class CodeGuard:
                 self.buffer += chunk
             line = bytes(self.buffer[: self.buffer.index(b"\n")])
             self.buffer.clear()
-            refusal = json.loads(line)["refusal"]
+            reply = json.loads(line)
+            refusal = reply["refusal"]
+            if reply.get("retire"):  # it ends, its memory with it; the next step forks a new one
+                self.stop()
             return None if refusal is None else str(refusal)
         except (OSError, ValueError, KeyError, TypeError):
             self.stop()

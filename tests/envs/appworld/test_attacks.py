@@ -335,6 +335,20 @@ def test_code_too_costly_for_the_safety_guard_is_refused_and_the_world_goes_on(m
     assert "Usage of the following function is not allowed: json.dump." in observation, observation
 
 
+def test_a_guard_that_kept_a_large_parse_s_memory_ends(member) -> None:
+    """A parse's memory stays allocated in the guard (about 110 MB for these 3,000 characters): a guard that
+    grew past ``GUARD_KEEP_BYTES`` gives its verdict and ends; the next step's code has a new guard."""
+    world_pid = member._world.world_pid
+    assert member.step("print(1)")[0].strip() == "1"
+    guards = _children(world_pid)
+    assert len(guards) == 1
+    observation, reward, terminated, info = _step(member, NESTED_LINE * (3000 // len(NESTED_LINE)) + "print(2)")
+    assert observation.strip() == "2" and not terminated, observation
+    assert _children(world_pid) == []  # ended and reaped
+    assert member.step("print(6 * 7)")[0].strip() == "42"
+    assert len(_children(world_pid)) == 1 and _children(world_pid) != guards
+
+
 def test_junk_on_the_api_channel_does_not_break_the_world(make_env) -> None:
     env = make_env()
     task = _task(env, "venmo_balance")
