@@ -20,7 +20,7 @@ namespaces or System V IPC); then the audit hook.
 Execution of one step: the code is parsed first and any import outside :data:`ALLOWED_MODULES`, any
 name in :data:`FORBIDDEN_NAMES` and any attribute that starts with an underscore or is in
 :data:`FORBIDDEN_ATTRIBUTES` is refused (then AppWorld's own ``SafetyGuard`` verdict, which the
-world server computes, since ``SafetyGuard`` lives in ``appworld``); an audit hook refuses ``open``,
+world server's guard process computes, since ``SafetyGuard`` lives in ``appworld``); an audit hook refuses ``open``,
 sockets, processes and ``os`` side effects while agent code runs; a per-step alarm interrupts long
 loops; printed output is capped at :data:`OUTPUT_CAP` characters. These Python-level checks are
 defence in depth: the wall is the process (its namespaces, file system, seccomp filter and limits),

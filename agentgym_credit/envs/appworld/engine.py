@@ -360,8 +360,10 @@ class WorldConnection:
         """
         if self._sock is None:
             raise EngineLost("this world's connection is closed")
-        seconds = (
-            timeout if timeout is not None else (BUILD_TIMEOUT_S if op == "build" else REQUEST_TIMEOUT_S)
+        seconds = (  # a step's code check may take the step's seconds (``begin``'s ``seconds``) on top
+            timeout
+            if timeout is not None
+            else (BUILD_TIMEOUT_S if op == "build" else REQUEST_TIMEOUT_S + float(fields.get("seconds") or 0))
         )
         try:
             self._sock.settimeout(seconds)

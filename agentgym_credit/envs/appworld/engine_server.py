@@ -34,8 +34,13 @@ Client ops (one JSON object per line each way; replies ``{"ok": true, ...}`` or 
   app's database may then grow by :data:`MAX_GROWTH_BYTES` (SQLite's ``max_page_count``).
 * ``attach`` (with one file descriptor, ``SCM_RIGHTS``): the agent channel of a new REPL (replaces the
   previous one).
-* ``begin {"code"}``: a new step: reset the package's per-step request count and return AppWorld's
-  ``SafetyGuard`` verdict on the code (``refusal``: its message, or None); the code is parsed, never run.
+* ``begin {"code", "seconds"}``: a new step: reset the package's per-step request count and return
+  AppWorld's ``SafetyGuard`` verdict on the code (``refusal``: its message, or None); the code is parsed,
+  never run, and not in this process: in the world's *guard* (:class:`CodeGuard`), a child process under
+  the world's memory limit and a seccomp filter, given ``seconds`` to answer. A parse that runs out of time
+  or memory (``libcst`` takes about 40 KB and 0.3 ms per character of deeply nested code: 50,000 characters
+  took the world server past its memory limit and ended it) kills the guard, not the world, and the
+  verdict is a refusal that says why.
 * ``state {"answer_cap"}``: whether ``apis.supervisor.complete_task`` marked the task (``completed``,
   ``status``) and the answer (``answer``; if its JSON text is longer than ``answer_cap``
   characters, ``answer`` is None and ``answer_chars`` gives its length).
@@ -85,6 +90,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import urllib.parse
 import warnings
 import zlib
@@ -250,7 +256,9 @@ class Engine:
             with contextlib.suppress(Exception):  # a warm-up only; world servers report real failures
                 world = World(self)
                 world.build(int(path.rsplit("-", 1)[1].split(".")[0]), "warm-up")
-                world.begin("x = apis.venmo.login(username='a', password='b')\nprint(x)")
+                syntax_verdict(
+                    self.safety_guard, "x = apis.venmo.login(username='a', password='b')\nprint(x)"
+                )
                 self._call_read_only_apis()
                 world.state(100)
                 world.diff()
@@ -514,14 +522,11 @@ class World:
                 arguments[name] = path_segment(arguments[name])
         return self.engine.apis[app][api](**arguments)
 
-    def begin(self, code: str) -> str | None:
-        """A new step: the request count reset; ``SafetyGuard``'s verdict on ``code`` (None: safe)."""
+    def begin(self, code: str, guard: CodeGuard, seconds: float) -> str | None:
+        """A new step: the request count reset; ``SafetyGuard``'s verdict on ``code`` (None: safe), from the
+        world's ``guard`` process within ``seconds``."""
         self.engine.requester.reset_request_count()
-        try:
-            safe, message = self.engine.safety_guard.is_syntax_safe(code)
-        except Exception:  # noqa: BLE001 - unparsable here: left to the agent's own parser, which reports it
-            return None
-        return None if safe else message
+        return guard.verdict(code, seconds)
 
     def state(self, answer_cap: int) -> dict:
         tasks = self.engine.models["supervisor"].Task.all()
@@ -659,6 +664,146 @@ def _random_state(value: Any) -> tuple:
     return state
 
 
+# ---------------------------------------------------------------------------------------------- the guard
+GUARD_CPU_SECONDS = 3600  # the guard's CPU backstop over its life (each verdict is limited by wall time)
+GUARD_KEEP_BYTES = 64 * 1024 * 1024  # resident memory a guard may keep over its start; past it, it retires
+GUARD_REFUSAL = (
+    "the code could not be checked by the safety guard within the step's time and memory (it is too large "
+    "or nested too deeply); split it into smaller steps"
+)
+
+
+def syntax_verdict(safety_guard: Any, code: str) -> str | None:
+    """AppWorld's ``SafetyGuard`` verdict on ``code``: its refusal message, or None (safe, or unparsable here:
+    left to the agent's own parser, which reports it)."""
+    try:
+        safe, message = safety_guard.is_syntax_safe(code)
+    except Exception:  # noqa: BLE001
+        return None
+    return None if safe else str(message)
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory in bytes (``/proc/self/statm``)."""
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class CodeGuard:
+    """The world server's child process that parses agent code for ``SafetyGuard`` (:func:`syntax_verdict`).
+
+    ``SafetyGuard`` parses with ``libcst``, whose cost the agent chooses: about 40 KB of memory and 0.3 ms
+    per character of deeply nested code. In the world server itself a step's code could hold it for many
+    seconds outside every limit of the agent's, or take it past its memory limit, which ends the episode's
+    world. The guard is a fork of the world server (its memory limit, ``PR_SET_PDEATHSIG``, only its
+    channel open, the agent process's seccomp filter: no exec, fork, sockets, signals to other processes);
+    a verdict that does not come within the step's seconds, or a guard that dies, is a refusal
+    (:data:`GUARD_REFUSAL`) and the guard is killed; the next step forks a new one. A guard whose resident
+    memory grew by more than :data:`GUARD_KEEP_BYTES` (a parse's memory stays allocated: 360 MB after 10,000
+    characters of nested brackets) gives its verdict and ends.
+    """
+
+    def __init__(self, safety_guard: Any) -> None:
+        self.safety_guard = safety_guard
+        self.pid: int | None = None
+        self.sock: socket.socket | None = None
+        self.buffer = bytearray()
+
+    def start(self) -> None:
+        """Fork the guard (the world server calls this once before its episode, and after a refusal)."""
+        mine, theirs = socket.socketpair()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                mine.close()
+                self._serve(theirs.detach())
+            finally:
+                os._exit(0)
+        theirs.close()
+        self.pid, self.sock, self.buffer = pid, mine, bytearray()
+
+    def _serve(self, fd: int) -> None:
+        _set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() == 1:
+            return
+        os.dup2(fd, 3)
+        if fd != 3:
+            os.close(fd)
+        os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # no channel of the world's
+        resource.setrlimit(resource.RLIMIT_CPU, (GUARD_CPU_SECONDS, GUARD_CPU_SECONDS))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        syntax_verdict(self.safety_guard, "import json\nx = json.loads('1')\nprint(x)")  # its lazy imports
+        try:  # the agent process's filter; without libseccomp (unsafe_no_sandbox only) the limits remain
+            from agent_worker import load_seccomp  # the sibling module (on sys.path)
+
+            load_seccomp()
+        except (ImportError, OSError, RuntimeError, AttributeError):
+            pass
+        buffer = bytearray()
+        start = _resident_bytes()
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                chunk = os.read(3, 1 << 16)
+                if not chunk:
+                    return
+                buffer += chunk
+                continue
+            code = json.loads(bytes(buffer[:end]))
+            del buffer[: end + 1]
+            refusal = syntax_verdict(self.safety_guard, str(code))
+            retire = _resident_bytes() > start + GUARD_KEEP_BYTES  # a large parse's memory stays allocated
+            data = (json.dumps({"refusal": refusal, "retire": retire}) + "\n").encode()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(3, view) :]
+            if retire:
+                return
+
+    def verdict(self, code: str, seconds: float) -> str | None:
+        """The verdict on ``code`` within ``seconds`` (else :data:`GUARD_REFUSAL`, and the guard is killed)."""
+        if self.sock is None:
+            self.start()
+        assert self.sock is not None
+        deadline = time.clock_gettime(time.CLOCK_MONOTONIC) + max(0.1, float(seconds))  # not frozen
+        try:
+            self.sock.settimeout(max(0.1, float(seconds)))
+            self.sock.sendall((json.dumps(code) + "\n").encode())
+            while b"\n" not in self.buffer:
+                remaining = deadline - time.clock_gettime(time.CLOCK_MONOTONIC)
+                if remaining <= 0:
+                    raise TimeoutError("the guard did not answer in time")
+                self.sock.settimeout(remaining)
+                chunk = self.sock.recv(1 << 16)
+                if not chunk:
+                    raise ConnectionError("the guard ended")
+                self.buffer += chunk
+            line = bytes(self.buffer[: self.buffer.index(b"\n")])
+            self.buffer.clear()
+            reply = json.loads(line)
+            refusal = reply["refusal"]
+            if reply.get("retire"):  # it ends, its memory with it; the next step forks a new one
+                self.stop()
+            return None if refusal is None else str(refusal)
+        except (OSError, ValueError, KeyError, TypeError):
+            self.stop()
+            return GUARD_REFUSAL
+
+    def stop(self) -> None:
+        """Kill the guard and reap it."""
+        if self.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.pid = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+
+
 # -------------------------------------------------------------------------------------------- channels
 class _Reader:
     """Buffered, size-capped reading of newline-delimited messages from a non-blocking socket."""
@@ -715,8 +860,9 @@ def _send(sock: socket.socket, reply: dict) -> None:
 class WorldServer:
     """The episode's world server: the client's channel and (once attached) the agent's."""
 
-    def __init__(self, engine: Engine, client: socket.socket) -> None:
+    def __init__(self, engine: Engine, client: socket.socket, guard: CodeGuard) -> None:
         self.world = World(engine)
+        self.guard = guard
         self.client = client
         self.agent: socket.socket | None = None
         self.agent_reader: _Reader | None = None
@@ -777,7 +923,8 @@ class WorldServer:
                 reader.fds.clear()
                 return {"ok": True}
             if op == "begin":
-                return {"ok": True, "refusal": world.begin(str(request.get("code", "")))}
+                seconds = float(request.get("seconds") or 10.0)
+                return {"ok": True, "refusal": world.begin(str(request.get("code", "")), self.guard, seconds)}
             if op == "state":
                 return {"ok": True, **world.state(int(request.get("answer_cap", 10_000)))}
             if op == "diff":
@@ -903,13 +1050,15 @@ class Template:
                 os._exit(0)
             self.engine.after_fork()
             _limit_memory(self.memory_mb)
+            guard = CodeGuard(self.engine.safety_guard)
+            guard.start()  # under the world's memory limit, before its episode (a fork takes tens of ms)
             conn, _ = self.listener.accept()
             _set_parent_death_signal(0)
             os.write(self.taken_write, struct.pack("i", os.getpid()))
             os.close(self.taken_write)
             self.listener.close()
             _send(conn, {"ok": True, "pid": os.getpid()})  # hello: the client's sign the template is alive
-            WorldServer(self.engine, conn).serve()
+            WorldServer(self.engine, conn, guard).serve()
         finally:
             os._exit(0)
 

@@ -384,7 +384,7 @@ class AppWorldEnv(GroupMemberEnv):
             reply = {"output": output, "error": True}
         else:
             try:
-                refusal = world.request("begin", code=code)["refusal"]
+                refusal = world.request("begin", code=code, seconds=self.step_seconds)["refusal"]
             except (EngineLost, EngineError) as exc:
                 return self._engine_failure(exc, info)
             try:

@@ -314,6 +314,41 @@ def test_a_megabyte_of_unclosed_code_tags_is_a_clean_step(member) -> None:
     assert "a step may send at most 100000" in observation and not terminated and reward == 0.0
 
 
+NESTED_LINE = "x = " + "[" * 90 + "1" + "]" * 90 + "\n"  # valid Python, as deep as the parser allows
+
+
+def test_code_too_costly_for_the_safety_guard_is_refused_and_the_world_goes_on(member) -> None:
+    """AppWorld's ``SafetyGuard`` parses each step's code with ``libcst`` (about 40 KB of memory and 0.3 ms per
+    character of this code). Parsed in the world server, these 50,000 characters took it past its memory
+    limit: the episode's world ended. It is parsed in a child of the world server, given the step's time:
+    the step is refused with the reason, the world and the episode go on, and the guard still answers."""
+    world_pid = member._world.world_pid
+    code = NESTED_LINE * (50_000 // len(NESTED_LINE))
+    started = time.monotonic()
+    observation, reward, terminated, info = _step(member, code)
+    assert time.monotonic() - started < member.step_seconds + RESTART_ALLOWANCE_S
+    assert "could not be checked by the safety guard" in observation, observation
+    assert not terminated and reward == 0.0 and "engine_lost" not in info and "engine_error" not in info
+    assert member._world.world_pid == world_pid and process_state(world_pid) not in ("X", "Z")
+    assert member.step("print(6 * 7)")[0].strip() == "42"
+    observation, *_ = _step(member, "import json\njson.dump(1, None)")  # the guard's own verdicts hold
+    assert "Usage of the following function is not allowed: json.dump." in observation, observation
+
+
+def test_a_guard_that_kept_a_large_parse_s_memory_ends(member) -> None:
+    """A parse's memory stays allocated in the guard (about 110 MB for these 3,000 characters): a guard that
+    grew past ``GUARD_KEEP_BYTES`` gives its verdict and ends; the next step's code has a new guard."""
+    world_pid = member._world.world_pid
+    assert member.step("print(1)")[0].strip() == "1"
+    guards = _children(world_pid)
+    assert len(guards) == 1
+    observation, reward, terminated, info = _step(member, NESTED_LINE * (3000 // len(NESTED_LINE)) + "print(2)")
+    assert observation.strip() == "2" and not terminated, observation
+    assert _children(world_pid) == []  # ended and reaped
+    assert member.step("print(6 * 7)")[0].strip() == "42"
+    assert len(_children(world_pid)) == 1 and _children(world_pid) != guards
+
+
 def test_junk_on_the_api_channel_does_not_break_the_world(make_env) -> None:
     env = make_env()
     task = _task(env, "venmo_balance")
@@ -727,16 +762,18 @@ def test_close_leaves_no_process_behind(make_env) -> None:
     assert not any(marker in _cmdline(pid) for pid in _all_pids())
 
 
-def _descendants(pid: int) -> list[int]:
+def _children(pid: int) -> list[int]:
     found = []
     for task_dir in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            children = [int(c) for c in (task_dir / "children").read_text().split()]
+            found += [int(c) for c in (task_dir / "children").read_text().split()]
         except OSError:
             continue
-        for child in children:
-            found += [child, *_descendants(child)]
     return found
+
+
+def _descendants(pid: int) -> list[int]:
+    return [found for child in _children(pid) for found in (child, *_descendants(child))]
 
 
 def _all_pids() -> list[int]:
@@ -778,9 +815,9 @@ def test_a_template_that_forks_no_world_is_given_up_after_a_timeout(appworld_ven
     engine = EngineProcess(appworld_venv)  # a template of its own: its only children are idle world servers
     try:
         deadline = time.monotonic() + 60
-        while len(_descendants(engine.pid)) < engine_server.SPARE_WORLDS and time.monotonic() < deadline:
+        while len(_children(engine.pid)) < engine_server.SPARE_WORLDS and time.monotonic() < deadline:
             time.sleep(0.1)
-        spares = _descendants(engine.pid)
+        spares = _children(engine.pid)  # (each with its guard process)
         assert len(spares) == engine_server.SPARE_WORLDS  # all of them, and the template forks no more
         for pid in spares:
             os.kill(pid, signal.SIGSTOP)  # the template runs, but nothing answers its socket
