@@ -315,3 +315,14 @@ def test_docstring_examples_run_as_written(name: str) -> None:
         pytest.skip(f"{name}: {exc}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{name}: {result.failed} of {result.attempted} examples failed (see the output)"
+
+
+def test_the_committed_leaderboard_is_a_page_of_the_site_and_linked(site: Path) -> None:
+    """The report lives outside docs/: the site serves its self-contained HTML, and the home and evaluation pages
+    link it (a reader of the site has no source tree to open)."""
+    served = site / "leaderboard" / "leaderboard.html"
+    committed = ROOT / "benchmarks" / "results" / "leaderboard" / "leaderboard.html"
+    assert served.read_bytes() == committed.read_bytes()
+    for page, link in (("index.html", 'href="leaderboard/leaderboard.html"'),
+                       ("evaluation/index.html", 'href="../leaderboard/leaderboard.html"')):
+        assert link in (site / page).read_text(encoding="utf-8"), page
