@@ -326,3 +326,17 @@ def test_the_committed_leaderboard_is_a_page_of_the_site_and_linked(site: Path) 
     for page, link in (("index.html", 'href="leaderboard/leaderboard.html"'),
                        ("evaluation/index.html", 'href="../leaderboard/leaderboard.html"')):
         assert link in (site / page).read_text(encoding="utf-8"), page
+
+
+def test_guide_pages_link_api_entries_that_exist(site: Path) -> None:
+    """A link from a guide page to an API entry (``api/evaluation.md#…Evaluator``) lands on that entry."""
+    links = []
+    for page in site.rglob("index.html"):
+        if "api" in page.relative_to(site).parts:
+            continue
+        for href in re.findall(r'href="([^"]*api/[^"#]*/)#([\w.]+)"', page.read_text(encoding="utf-8")):
+            links.append((page, *href))
+    assert len(links) >= 4
+    for page, target, anchor in links:
+        html_page = (page.parent / target / "index.html").resolve()
+        assert f'id="{anchor}"' in html_page.read_text(encoding="utf-8"), (page, target, anchor)
