@@ -27,6 +27,7 @@ from typing import Any
 from agentgym_credit.cli_args import ArgumentParser, HelpFormatter, positive_int
 from agentgym_credit.credit import available_estimators, estimator_defaults
 from agentgym_credit.envs.spec import families
+from agentgym_credit.errors import DataNotFoundError
 
 __all__ = ["build_parser", "main"]
 
@@ -137,13 +138,24 @@ def _drop_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``agc``; returns the exit status.
 
+    Data an environment needs and does not find (:class:`~agentgym_credit.errors.DataNotFoundError`: ALFWorld
+    games, a WebShop catalog, a corpus) ends in one line naming where it looked and the fix, status 2; Ctrl-C in
+    one line, status 130 (``agc train`` says which iterations it kept and how to resume).
+
     Output piped into a reader that stops early (``agc leaderboard --list | head``) ends the command quietly,
     without a traceback, with status 1: the Python documentation's pattern ("Note on SIGPIPE", :mod:`signal`)
     of flushing inside the command and sending the rest to the null device. A ``BrokenPipeError`` of another
     pipe (a worker process's) is raised as ever.
     """
     try:
-        status = _run(argv)
+        try:
+            status = _run(argv)
+        except DataNotFoundError as exc:  # an environment's data is missing: its message says where to get it
+            print(f"{_prog(argv)}: error: {exc}", file=sys.stderr)
+            status = 2
+        except KeyboardInterrupt:  # Ctrl-C: one line, not the traceback of wherever the work was
+            print(f"{_prog(argv)}: interrupted", file=sys.stderr)
+            status = 130
         sys.stdout.flush()  # a closed pipe fails here, not in the interpreter's flush at exit
     except SystemExit:  # --help or a usage error: what it printed is flushed the same way
         try:
@@ -158,6 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         _drop_stdout()
         return 1
     return status
+
+
+def _prog(argv: list[str] | None) -> str:
+    """``agc <command>`` for a message about the command in ``argv`` (``agc`` when it names none)."""
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return f"agc {words[0]}" if words else "agc"
 
 
 def _run(argv: list[str] | None) -> int:

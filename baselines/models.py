@@ -21,12 +21,16 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from agentgym_credit.argtypes import close_match
 from agentgym_credit.errors import UnknownModelError
 from agentgym_credit.user_cache import cache_root
+
+#: what a Hugging Face Hub model id looks like (``name`` or ``owner/name``); anything else is read as a path
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(?:/[A-Za-z0-9][\w.-]*)?")
 
 __all__ = [
     "BUILTIN_MODELS",
@@ -178,6 +182,9 @@ def _resolve(text: str, cache_dir: str | os.PathLike[str] | None, what: str, oth
     if snapshot is not None:
         return str(snapshot)
     hint = close_match(text, [*names, *_siblings(text)])
+    if not _HUB_ID.fullmatch(text) or ".." in text:  # ./x, /x, ~/x, a/b/c: a path, never a Hub model id
+        fix = hint or f"; pass the folder of a model or of an agc train / agc sft run, or one of {'/'.join(names)}"
+        raise UnknownModelError(f"{what} {text!r}: no such folder{fix}")
     fix = hint or (
         f"; pass an existing folder, a model downloaded into the cache (`hf download {text}` where "
         "there is a network) or one of the names"

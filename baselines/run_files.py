@@ -71,8 +71,13 @@ def check_out_dir(config: RunConfig) -> None:
         raise ValueError(f"--out-dir {out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not config.overwrite:
         if resume is None or Path(resume).resolve() not in (out.resolve(), (out / STATE_FILE).resolve()):
-            again = f"--resume {out} to continue it or " if hasattr(config, "resume") else ""
-            raise ValueError(f"--out-dir {out} already holds a run; pass {again}--overwrite to replace it, "
+            if not hasattr(config, "resume"):
+                held, again = "a run", ""
+            elif (out / STATE_FILE).is_file():
+                held, again = "a run", f"--resume {out} to continue it or "
+            else:  # stopped before its first checkpoint (or saved with --no-save-state): nothing to resume
+                held, again = f"a run with no {STATE_FILE} to resume from", ""
+            raise ValueError(f"--out-dir {out} already holds {held}; pass {again}--overwrite to replace it, "
                              "or another --out-dir")
 
 

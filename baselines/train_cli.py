@@ -6,7 +6,11 @@ parameters and the environment's arguments), each with its help text and choices
 
     agc train --env Sokoban-Group-v0 --estimator gigpo --model tiny --iters 2 --out-dir runs/gigpo
 
-A bad argument prints one line (``agc train: error: …``) and exits with status 2 before any work.
+A bad argument prints one line (``agc train: error: …``) and exits with status 2 before any work. Each
+iteration prints one line (``iteration 3/20: success 0.375, return 1.68, loss 0.168, valid 0.91, 9.8 s``); the
+run's folder holds every metric (``metrics.jsonl``, ``metrics.csv``), ``config.json``, the exported ``policy/``
+and ``trainer_state.pt``. Ctrl-C ends the run with one line: the iterations whose metrics were written and
+whether ``--resume`` can continue it (from the last ``--save-every`` checkpoint).
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .config import TrainConfig, config_from_args
 from .config import build_parser as config_parser
-from .run_files import check_out_dir
+from .run_files import STATE_FILE, check_out_dir
 from .trainer import train
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "interrupted_line", "iteration_line", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,7 +35,34 @@ def build_parser() -> argparse.ArgumentParser:
     field)."""
     return config_parser(TrainConfig, "agc train",
                          "PPO-clip policy-gradient trainer for LLM agents on group environments, with any credit "
-                         "estimator.")
+                         "estimator. Prints one line per iteration; writes OUT_DIR/metrics.jsonl and metrics.csv "
+                         "(every metric of every iteration), config.json, policy/ (the trained model: agc eval "
+                         "--env ENV --policy OUT_DIR) and trainer_state.pt (what --resume OUT_DIR continues "
+                         "from).")
+
+
+def iteration_line(metrics: dict[str, Any], iters: int) -> str:
+    """One iteration's line as ``agc train`` prints it:
+    ``iteration 3/20: success 0.375, return 1.68, loss 0.168, valid 0.91, 9.8 s`` (valid: the share of responses
+    in the template's format; s: the iteration's wall-clock seconds)."""
+    parts = [f"success {metrics['success_rate']:.3f}", f"return {metrics['mean_return']:.3g}"]
+    parts += [f"loss {metrics['loss']:.3g}"] if "loss" in metrics else []
+    parts += [f"valid {metrics['valid_rate']:.2f}"] if "valid_rate" in metrics else []
+    parts += [f"{metrics['iteration_s']:.1f} s"] if "iteration_s" in metrics else []
+    return f"iteration {metrics['iter'] + 1}/{iters}: {', '.join(parts)}"
+
+
+def interrupted_line(config: TrainConfig) -> str:
+    """What ``agc train`` prints on Ctrl-C: the iterations kept and how to continue."""
+    out = Path(config.out_dir)
+    metrics = out / "metrics.jsonl"
+    done = sum(1 for line in metrics.read_text().splitlines() if line.strip()) if metrics.is_file() else 0
+    kept = f"interrupted after {done} of {config.iters} iterations" + (f" (their metrics: {metrics})" if done else "")
+    if (out / STATE_FILE).is_file():
+        return (f"agc train: {kept}; continue from the last checkpoint with the same command and "
+                f"--resume {out}")
+    return (f"agc train: {kept}; no checkpoint was saved (--save-every N saves one every N iterations): "
+            "run it again with --overwrite")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,10 +75,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (TypeError, ValueError) as exc:  # validate() only checks: no traceback of work is lost here
         print(f"agc train: error: {exc}", file=sys.stderr)
         return 2
-    history = train(config)
+    from tqdm.auto import tqdm
+
+    try:
+        history = train(config, on_iteration=lambda m: tqdm.write(iteration_line(m, config.iters)))
+    except KeyboardInterrupt:
+        print(interrupted_line(config), file=sys.stderr)
+        return 130
     last = history[-1] if history else {}
     print(json.dumps({k: last[k] for k in ("iter", "success_rate", "mean_return", "loss") if k in last}))
     print(f"metrics: {Path(config.out_dir) / 'metrics.jsonl'}")
+    print(f"policy: {Path(config.out_dir) / 'policy'} (agc eval --env {config.env_id} --policy {config.out_dir})")
     return 0
 
 

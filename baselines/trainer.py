@@ -43,6 +43,7 @@ import contextlib
 import copy
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -454,8 +455,13 @@ class _IterationBar:
         self.bar, self.phase = None, None
 
 
-def train(config: TrainConfig) -> list[dict[str, Any]]:
+def train(config: TrainConfig,
+          on_iteration: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Train a policy with ``config``; returns the per-iteration metrics (also written to ``out_dir``).
+
+    Args:
+        config: the run's settings.
+        on_iteration: called with each iteration's metrics once they are written (``agc train`` prints a line).
 
     Raises:
         ValueError: a bad argument or an occupied ``out_dir`` (before anything is loaded or written).
@@ -483,6 +489,8 @@ def train(config: TrainConfig) -> list[dict[str, Any]]:
             inner.close()
             history.append(metrics)
             write_metrics(out_dir, history)
+            if on_iteration is not None:
+                on_iteration(metrics)
             if config.log_rollouts:
                 write_jsonl(rollout_log, trainer.last_transcript(), "a")
             bar.set_postfix(success=f"{metrics['success_rate']:.2f}", loss=f"{metrics.get('loss', 0.0):.3f}",

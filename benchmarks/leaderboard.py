@@ -359,6 +359,14 @@ def one_seed_note(job: JobResult) -> str:
     return ""
 
 
+PAGE_INTRO = (
+    "This page: every benchmark of agentgym-credit, run by one command (`agc leaderboard`; `--quick` for the "
+    "10-minute version), each job with its own command, date and machine, so that any one can be run again "
+    "alone. Higher is better for success, exact match, TGC, Spearman ρ, pairwise and sign accuracy, ARI, "
+    "correlations and rates per second; lower for times (ms, s) and overhead. What each table holds: "
+    "\"Reading the report\" in docs/evaluation.md."
+)
+
 ESTIMATORS_INTRO = (
     "Each estimator's result in each environment: the mean ± sample standard deviation over seeds of the metric "
     "after the last iteration, from the comparisons the docs cite (tracked results files, not this run's jobs; "
@@ -711,7 +719,7 @@ def write_markdown(report: dict[str, Any], results: list[JobResult], out_dir: Pa
         "# Leaderboard", "",
         f"`{head['command']}` ({head['mode']} mode, budget {head['budget_s'] / 60:.0f} min), "
         f"{head['started']} – {head['finished']}, {head['elapsed_s'] / 60:.1f} min, {head['machine']}. "
-        + _reruns_text(head), "",
+        + _reruns_text(head), "", PAGE_INTRO, "",
         "## Estimators by environment", "", ESTIMATORS_INTRO, "", report["comparisons_md"],
         *[f"{p}" for p in report["comparison_protocols"]], "",
         *[f"![{Path(p).name}]({os.path.relpath(ROOT / p, out_dir)})" for p in report["comparison_plots"]], "",
@@ -801,6 +809,7 @@ def write_html(report: dict[str, Any], results: list[JobResult], out_dir: Path) 
         f"{e(head['finished'])} ({head['elapsed_s'] / 60:.1f} min). Jobs: "
         + ", ".join(f"{n} {status}" for status, n in head["counts"].items()) + ". "
         + _inline(_reruns_text(head)) + "</p>",
+        f"<p>{_inline(PAGE_INTRO)}</p>",
         "<section id='estimators'><h2>Estimators by environment</h2>",
         f"<p>{_inline(ESTIMATORS_INTRO)}</p>",
         _md_table_to_html(report["comparisons_md"]),

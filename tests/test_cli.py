@@ -229,3 +229,32 @@ def test_a_broken_pipe_of_a_worker_is_still_reported():
         os.close(write)
         os.close(read)
     assert done.returncode == 1 and "BrokenPipeError" in done.stderr and "in broken" in done.stderr
+
+
+def test_missing_environment_data_is_one_line_naming_the_fix(tmp_path, monkeypatch, capsys):
+    """Data an environment does not find (a catalog folder, ``ALFWORLD_DATA``) ends in one line, status 2."""
+    from agentgym_credit.errors import AgentGymCreditError, DataNotFoundError
+
+    assert main(["eval", "--env", "WebShop-Group-v0", "--policy", "random", "--episodes", "1", "--no-progress",
+                 "--env-kwarg", f"catalog_path={tmp_path}", "--out-dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agc eval: error: catalog files missing: ") and err.count("\n") == 1
+    assert "python -m agentgym_credit.envs.webshop.generate OUT_DIR" in err
+    pytest.importorskip("alfworld")
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path / "none"))
+    assert main(["run", "--env", "alfworld", "--groups", "1", "--out-dir", str(tmp_path / "run")]) == 2
+    last = capsys.readouterr().err.splitlines()[-1]  # after the progress bar's start, no traceback
+    assert last == (f"agc run: error: ALFWORLD_DATA={tmp_path / 'none'} does not exist; point it at ALFWorld data "
+                    "(a folder holding json_2.1.1), or unset it to use the games shipped with the package")
+    assert issubclass(DataNotFoundError, AgentGymCreditError) and issubclass(DataNotFoundError, FileNotFoundError)
+
+
+def test_ctrl_c_ends_a_command_in_one_line(monkeypatch, capsys):
+    import agentgym_credit.evaluation.cli as eval_cli
+
+    def interrupted(argv=None):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(eval_cli, "main", interrupted)
+    assert main(["eval", "--env", "Sokoban-Group-v0", "--policy", "oracle"]) == 130
+    assert capsys.readouterr().err == "agc eval: interrupted\n"

@@ -82,6 +82,25 @@ def test_help_output_breaks_lines_between_words(parsers) -> None:
         assert "(default: None)" not in text, f"{name} --help shows default None"
 
 
+def test_every_on_off_flag_says_which_way_it_defaults(parsers) -> None:
+    """A ``--x`` / ``--no-x`` pair shows its default whether it is on or off (argparse would show neither an off
+    one nor which spelling it means)."""
+    pairs = [(name, action) for name, parser in parsers.items() for action in parser._actions
+             if isinstance(action, argparse.BooleanOptionalAction)]
+    assert len(pairs) > 8
+    for name, action in pairs:
+        text = " ".join(parser_help(parsers[name], action).split())
+        assert f"(default: {'on' if action.default else 'off'})" in text, (name, action.option_strings, text)
+    train = " ".join(parsers["agc train"].format_help().split())
+    assert "reuse an existing out_dir (its metrics are replaced) (default: off)." in train
+    assert "show tqdm progress bars (default: on)." in train
+
+
+def parser_help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
+    """The help text of one argument as ``--help`` prints it."""
+    return parser._get_formatter()._expand_help(action)
+
+
 def test_defaults_stay_inside_the_sentence() -> None:
     text = eval_parser().format_help()
     assert "runs per task (the group size) (default: 1)." in " ".join(text.split())

@@ -315,3 +315,28 @@ def test_docstring_examples_run_as_written(name: str) -> None:
         pytest.skip(f"{name}: {exc}")
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.failed == 0, f"{name}: {result.failed} of {result.attempted} examples failed (see the output)"
+
+
+def test_the_committed_leaderboard_is_a_page_of_the_site_and_linked(site: Path) -> None:
+    """The report lives outside docs/: the site serves its self-contained HTML, and the home and evaluation pages
+    link it (a reader of the site has no source tree to open)."""
+    served = site / "leaderboard" / "leaderboard.html"
+    committed = ROOT / "benchmarks" / "results" / "leaderboard" / "leaderboard.html"
+    assert served.read_bytes() == committed.read_bytes()
+    for page, link in (("index.html", 'href="leaderboard/leaderboard.html"'),
+                       ("evaluation/index.html", 'href="../leaderboard/leaderboard.html"')):
+        assert link in (site / page).read_text(encoding="utf-8"), page
+
+
+def test_guide_pages_link_api_entries_that_exist(site: Path) -> None:
+    """A link from a guide page to an API entry (``api/evaluation.md#…Evaluator``) lands on that entry."""
+    links = []
+    for page in site.rglob("index.html"):
+        if "api" in page.relative_to(site).parts:
+            continue
+        for href in re.findall(r'href="([^"]*api/[^"#]*/)#([\w.]+)"', page.read_text(encoding="utf-8")):
+            links.append((page, *href))
+    assert len(links) >= 4
+    for page, target, anchor in links:
+        html_page = (page.parent / target / "index.html").resolve()
+        assert f'id="{anchor}"' in html_page.read_text(encoding="utf-8"), (page, target, anchor)

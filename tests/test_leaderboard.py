@@ -241,6 +241,10 @@ def test_rerender_of_the_tracked_report_keeps_its_evaluation(tmp_path) -> None:
     assert report["headline_md"] == old["headline_md"]
     page = (tmp_path / "leaderboard.html").read_text()
     assert page.index("id='estimators'") < page.index("id='summary'") < page.index("id='runtimes'")
+    markdown = (tmp_path / "leaderboard.md").read_text()  # what the page is and which way is better, first
+    assert markdown.index(mod.PAGE_INTRO) < markdown.index("## Estimators by environment")
+    assert page.index("This page: every benchmark") < page.index("id='estimators'")
+    assert "Higher is better for success" in mod.PAGE_INTRO and "lower for times" in mod.PAGE_INTRO
 
 
 def test_summary_table_says_what_its_columns_and_cells_are() -> None:

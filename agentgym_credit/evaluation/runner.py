@@ -108,6 +108,8 @@ class EvalResult:
                 lines.append(f"| {name} | " + " | ".join(cells) + " |")
             lines.append("")
         s = self.settings
+        if self.metrics:
+            lines += ["Every column but n (the episodes of the row) is a percentage, 0–100.", ""]
         lines.append(f"{len(self.episodes)} episodes, seed {s.get('seed')}, samples {s.get('samples')}, "
                      f"max steps {s.get('max_steps')}, {s.get('elapsed_s', 0):.1f} s, {s.get('date', '')}")
         if s.get("env_kwargs"):

@@ -167,6 +167,46 @@ def test_out_dir_is_refused_then_resumed_with_all_metrics(tmp_path, cache_dir, c
     assert [json.loads(x)["iter"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0]
 
 
+def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path, cache_dir, capsys, monkeypatch):
+    """Ctrl-C during a run ends in one line: the iterations written, and --resume only where a checkpoint
+    exists; the folder it leaves is then refused with the flag that works, not a --resume that cannot."""
+    import agentgym_credit.baselines.train_cli as train_cli
+
+    out = tmp_path / "run"
+    base = ["--env", "Sokoban-Group-v0", *TINY, "--cache-dir", str(cache_dir), "--out-dir", str(out)]
+
+    def interrupted_in_the_first_iteration(config, on_iteration=None):
+        out.mkdir(parents=True)
+        (out / "config.json").write_text("{}")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli, "train", interrupted_in_the_first_iteration)
+    assert main([*base, "--iters", "3"]) == 130
+    err = capsys.readouterr().err.strip()
+    assert err == ("agc train: interrupted after 0 of 3 iterations; no checkpoint was saved (--save-every N saves "
+                   "one every N iterations): run it again with --overwrite")
+    assert main([*base, "--iters", "3"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"agc train: error: --out-dir {out} already holds a run with no trainer_state.pt to resume from; pass "
+        "--overwrite to replace it, or another --out-dir")
+
+    (out / "metrics.jsonl").write_text('{"iter": 0}\n{"iter": 1}\n')
+    (out / "trainer_state.pt").write_bytes(b"")  # a --save-every checkpoint
+    monkeypatch.setattr(train_cli, "train", lambda config, on_iteration=None: (_ for _ in ()).throw(KeyboardInterrupt))
+    assert main([*base, "--iters", "3", "--overwrite"]) == 130
+    assert capsys.readouterr().err.strip() == (
+        f"agc train: interrupted after 2 of 3 iterations (their metrics: {out / 'metrics.jsonl'}); continue from "
+        f"the last checkpoint with the same command and --resume {out}")
+
+
+def test_each_iteration_prints_one_line():
+    from agentgym_credit.baselines.train_cli import iteration_line
+
+    metrics = {"iter": 2, "success_rate": 0.375, "mean_return": 1.675, "loss": 0.16791, "valid_rate": 0.906,
+               "iteration_s": 9.84}
+    assert iteration_line(metrics, 20) == "iteration 3/20: success 0.375, return 1.68, loss 0.168, valid 0.91, 9.8 s"
+
+
 def test_lora_run_exports_a_loadable_merged_policy(tiny_config, tmp_path):
     cfg = tiny_config(lora=4, lr=1e-2, out_dir=str(tmp_path / "lora"), save_state=False)
     train(cfg)

@@ -79,6 +79,20 @@ def test_unknown_names_fail_in_one_line_without_a_network(name: str, message: st
     assert message in str(caught.value) and "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize("name", ["./runs/missing", "/no/such/model", "runs/a/policy", "~/model", "../model"])
+def test_a_missing_path_is_named_as_a_folder_not_a_hub_model(name: str, hub: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name no Hub model id can have (``./x``, ``/x``, ``a/b/c``) is a path: the fix is a folder, never
+    ``hf download``."""
+    work = tmp_path / "work"  # nothing beside it to suggest
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(UnknownModelError) as caught:
+        resolve_model(name)
+    assert str(caught.value) == (f"model {name!r}: no such folder; pass the folder of a model or of an agc train / "
+                                 "agc sft run, or one of tiny/smollm2")
+
+
 def test_a_mistyped_run_folder_suggests_the_folder_beside_it(tmp_path: Path, hub: Path) -> None:
     (tmp_path / "runs" / "gigpo-sokoban").mkdir(parents=True)
     with pytest.raises(UnknownModelError, match="did you mean '.*runs/gigpo-sokoban'"):

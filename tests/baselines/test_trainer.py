@@ -182,12 +182,17 @@ def test_config_validation():
         TrainConfig(precision="fp16").validate()
 
 
-def test_main_runs_and_writes_metrics(tmp_path, cache_dir):
+def test_main_runs_and_writes_metrics(tmp_path, cache_dir, capsys):
     out = tmp_path / "run"
     rc = main(["--env", "Sokoban-Group-v0", "--estimator", "gigpo", "--model", "tiny", "--iters", "2",
                "--out-dir", str(out), "--cache-dir", str(cache_dir), "--groups", "2", "--group-size", "2",
                "--max-new-tokens", "8", "--env-kwarg", "max_steps=4", "--param", "omega=0.5", "--no-progress-bar"])
     assert rc == 0
+    printed = capsys.readouterr().out.splitlines()  # a line per iteration, then where the files are
+    assert [line.split(":")[0] for line in printed[:2]] == ["iteration 1/2", "iteration 2/2"]
+    assert all("success" in line and "return" in line and "loss" in line for line in printed[:2])
+    assert printed[-2:] == [f"metrics: {out / 'metrics.jsonl'}",
+                            f"policy: {out / 'policy'} (agc eval --env Sokoban-Group-v0 --policy {out})"]
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert [json.loads(x)["iter"] for x in lines] == [0, 1]
     assert (out / "metrics.csv").read_text().startswith("iter,")

@@ -134,6 +134,7 @@ def test_samples_run_each_task_from_the_same_start_and_average(tmp_path) -> None
     data = json.loads(json_path.read_text())
     assert data["metrics"]["overall"]["All"]["n"] == 24 and len(data["episodes"]) == 24
     assert "| All |" in md_path.read_text()
+    assert "Every column but n (the episodes of the row) is a percentage, 0–100." in md_path.read_text()
 
 
 def test_callable_policy_sees_prompts_and_is_parsed_like_training() -> None:

@@ -38,6 +38,7 @@ from pathlib import Path
 from alfworld.agents.environment.alfred_tw_env import TASK_TYPES as UPSTREAM_TASK_TYPES
 
 from agentgym_credit.argtypes import close_match
+from agentgym_credit.errors import DataNotFoundError
 
 __all__ = [
     "GameRecord",
@@ -71,7 +72,7 @@ VALID_UNSEEN_SCENES: tuple[int, ...] = (10, 219, 308, 424)
 _SKIPPED = ("movable", "Sliced")
 
 
-class NoGamesFoundError(FileNotFoundError):
+class NoGamesFoundError(DataNotFoundError):
     """No playable ALFWorld game was found where games were looked for."""
 
 

@@ -33,6 +33,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentgym_credit.errors import DataNotFoundError
+
 __all__ = [
     "SPLITS",
     "AppWorldTask",
@@ -110,7 +112,7 @@ def load_tasks(path: str | os.PathLike[str] | None = None, split: str | None = N
     if split is not None and split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if not path.exists():
-        raise FileNotFoundError(f"no AppWorld task file at {path}")
+        raise DataNotFoundError(f"no AppWorld task file at {path}")
     tasks = tuple(AppWorldTask.from_dict(r) for r in json.loads(path.read_text()))
     if split is not None:
         tasks = tuple(t for t in tasks if t.split == split)
@@ -131,7 +133,7 @@ def load_official_tasks(data_dir: str | os.PathLike[str], split: str) -> tuple[A
     data_dir = Path(data_dir)
     listing = data_dir / "datasets" / f"{split}.txt"
     if not listing.exists():
-        raise FileNotFoundError(f"no dataset listing {listing}; expected AppWorld's data/datasets/<split>.txt")
+        raise DataNotFoundError(f"no dataset listing {listing}; expected AppWorld's data/datasets/<split>.txt")
     tasks = []
     for task_id in (line.strip() for line in listing.read_text().splitlines()):
         if not task_id:
@@ -139,7 +141,7 @@ def load_official_tasks(data_dir: str | os.PathLike[str], split: str) -> tuple[A
         task_dir = data_dir / "tasks" / task_id
         specs = _read_json(task_dir / "specs.json")
         if specs is None:
-            raise FileNotFoundError(f"task {task_id}: missing {task_dir / 'specs.json'}")
+            raise DataNotFoundError(f"task {task_id}: missing {task_dir / 'specs.json'}")
         truth = task_dir / "ground_truth"
         metadata = _read_json(truth / "metadata.json", {})
         solution_path = truth / "solution.py"

@@ -35,7 +35,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, overload
 
-from agentgym_credit.errors import AgentGymCreditError
+from agentgym_credit.errors import AgentGymCreditError, DataNotFoundError
 
 __all__ = [
     "Corpus",
@@ -344,7 +344,7 @@ def write_jsonl(path: str | os.PathLike[str], records: Iterable[Mapping[str, Any
 def _file_key(path: str | os.PathLike[str]) -> tuple[str, int, int]:
     resolved = Path(path).expanduser().resolve()
     if not resolved.is_file():
-        raise FileNotFoundError(f"no such file: {resolved}")
+        raise DataNotFoundError(f"no such file: {resolved}")
     stat = resolved.stat()
     return str(resolved), stat.st_mtime_ns, stat.st_size
 

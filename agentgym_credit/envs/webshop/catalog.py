@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from agentgym_credit.errors import AgentGymCreditError
+from agentgym_credit.errors import AgentGymCreditError, DataNotFoundError
 
 __all__ = [
     "Catalog",
@@ -529,7 +529,7 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     files = [folder / PRODUCTS_FILE, folder / GOALS_FILE]
     missing = [str(f) for f in files if not f.is_file()]
     if missing:
-        raise FileNotFoundError(
+        raise DataNotFoundError(
             f"catalog files missing: {missing}; write a catalog with "
             "`python -m agentgym_credit.envs.webshop.generate OUT_DIR` or use the upstream loader"
         )
