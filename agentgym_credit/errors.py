@@ -12,6 +12,7 @@ import gymnasium.error
 __all__ = [
     "AgentGymCreditError",
     "BatchValidationError",
+    "CheckpointError",
     "CreditOverflowError",
     "DataNotFoundError",
     "EnvClosedError",
@@ -73,6 +74,11 @@ class UnknownSplitError(AgentGymCreditError, ValueError):
 class DataNotFoundError(AgentGymCreditError, FileNotFoundError):
     """Data an environment needs is not where it was looked for (games, a catalog, a corpus, task files, set by
     an argument or an environment variable); the message says where it looked and how to get the data."""
+
+
+class CheckpointError(AgentGymCreditError, ValueError):
+    """A file given to resume from is not a state this library wrote: it holds objects other than tensors,
+    numbers, strings, lists and dicts, and unpickling them could run code, so it is not loaded."""
 
 
 class CreditOverflowError(AgentGymCreditError, FloatingPointError):

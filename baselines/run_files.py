@@ -12,12 +12,16 @@ from __future__ import annotations
 import csv
 import json
 import os
+import pickle
+import re
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from agentgym_credit.errors import CheckpointError
 
 from .config import RunConfig
 from .policy import load_policy
@@ -111,14 +115,35 @@ def load_state(trainer: Any, path: str | Path) -> None:
     The reference policy stays the initial one (``config.model``); the trained weights come from the exported
     policy folder (full fine-tuning) or the saved adapter (LoRA).
 
+    The state is read with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists and dicts only, so a
+    crafted file cannot run code when it is resumed.
+
     Raises:
         FileNotFoundError: there is no state to resume from.
+        CheckpointError: the file is not a state ``agc train`` wrote (it holds other objects, cannot be read or
+            lacks a part).
     """
     path = Path(path)
     state_path = path / STATE_FILE if path.is_dir() else path
     if not state_path.exists():
         raise FileNotFoundError(f"no {STATE_FILE} to resume from at {path} (was the run saved with --no-save-state?)")
-    state = torch.load(state_path, map_location=trainer.device, weights_only=False)
+    try:  # weights_only: a state holds tensors and plain values; anything else in a pickle could run code
+        state = torch.load(state_path, map_location=trainer.device, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError) as exc:
+        name = re.search(r"GLOBAL ([\w.]+)", str(exc))
+        if name:
+            why = (f"it holds more than a trainer state (it names {name.group(1)}); it was not loaded, since "
+                   "unpickling it could run code")
+        else:
+            detail = re.search(r"WeightsUnpickler error:\s*(\S[^\n]*)", str(exc))
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            why = f"it cannot be read as a trainer state ({detail.group(1) if detail else first})"
+        raise CheckpointError(f"--resume {path}: {state_path} is not a trainer state written by agc train: {why}") \
+            from None
+    missing = ["a dict"] if not isinstance(state, dict) else [k for k in ("iteration", "optimizer", "rng") if k not in state]
+    if missing:
+        raise CheckpointError(f"--resume {path}: {state_path} is not a trainer state written by agc train: it lacks "
+                              f"{', '.join(missing)}")
     model = trainer.policy.model
     if state.get("adapter") is not None:
         model.load_state_dict(state["adapter"], strict=False)

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from agentgym_credit.errors import CheckpointError
+
 from .config import TrainConfig, config_from_args
 from .config import build_parser as config_parser
 from .run_files import STATE_FILE, check_out_dir
@@ -82,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(interrupted_line(config), file=sys.stderr)
         return 130
+    except CheckpointError as exc:  # raised while the trainer is built, before the first iteration
+        print(f"agc train: error: {exc}", file=sys.stderr)
+        return 2
     last = history[-1] if history else {}
     print(json.dumps({k: last[k] for k in ("iter", "success_rate", "mean_return", "loss") if k in last}))
     print(f"metrics: {Path(config.out_dir) / 'metrics.jsonl'}")

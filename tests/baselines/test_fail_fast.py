@@ -167,6 +167,45 @@ def test_out_dir_is_refused_then_resumed_with_all_metrics(tmp_path, cache_dir, c
     assert [json.loads(x)["iter"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [0]
 
 
+def test_a_crafted_state_file_is_refused_without_running_its_code(tmp_path, cache_dir, capsys):
+    """--resume reads trainer_state.pt with weights_only: a pickle that calls a function on load is refused in one
+    line before any work, and the function never runs (a run folder from elsewhere is untrusted input)."""
+    import torch
+
+    out = tmp_path / "run"
+    base = ["--env", "Sokoban-Group-v0", *TINY, "--cache-dir", str(cache_dir), "--out-dir", str(out), "--iters", "1"]
+    assert main(base) == 0
+    state = torch.load(out / "trainer_state.pt", weights_only=True)
+    marker = tmp_path / "ran"
+    state["rng"]["numpy"] = _CallOnLoad(str(marker))
+    torch.save(state, out / "trainer_state.pt")
+    metrics = (out / "metrics.jsonl").read_text()
+    assert main([*base, "--resume", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"agc train: error: --resume {out}: ")
+    assert "(it names io.open)" in err[0] and "could run code" in err[0]
+    assert not marker.exists() and (out / "metrics.jsonl").read_text() == metrics
+    (out / "trainer_state.pt").write_bytes(b"not a torch file")
+    assert main([*base, "--resume", str(out)]) == 2
+    assert "cannot be read as a trainer state (Unsupported operand" in capsys.readouterr().err
+    torch.save({"iteration": 1}, out / "trainer_state.pt")
+    assert main([*base, "--resume", str(out)]) == 2
+    assert "it lacks optimizer, rng" in capsys.readouterr().err
+    (out / "trainer_state.pt").write_bytes(b"")
+    assert main([*base, "--resume", str(out)]) == 2
+    assert "cannot be read as a trainer state" in capsys.readouterr().err
+
+
+class _CallOnLoad:
+    """Unpickles as ``open(path, "w")``: a file appears if loading the state ran it."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
 def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path, cache_dir, capsys, monkeypatch):
     """Ctrl-C during a run ends in one line: the iterations written, and --resume only where a checkpoint
     exists; the folder it leaves is then refused with the flag that works, not a --resume that cannot."""
@@ -191,6 +230,9 @@ def test_ctrl_c_says_what_was_kept_and_how_to_go_on(tmp_path, cache_dir, capsys,
         "--overwrite to replace it, or another --out-dir")
 
     (out / "metrics.jsonl").write_text('{"iter": 0}\n{"iter": 1}\n')
+    torch.save({"iteration": 1}, out / "trainer_state.pt")
+    assert main([*base, "--resume", str(out)]) == 2
+    assert "it lacks optimizer, rng" in capsys.readouterr().err
     (out / "trainer_state.pt").write_bytes(b"")  # a --save-every checkpoint
     monkeypatch.setattr(train_cli, "train", lambda config, on_iteration=None: (_ for _ in ()).throw(KeyboardInterrupt))
     assert main([*base, "--iters", "3", "--overwrite"]) == 130
