@@ -665,6 +665,7 @@ def _random_state(value: Any) -> tuple:
 
 
 # ---------------------------------------------------------------------------------------------- the guard
+WORLD_CPU_SECONDS = 1800  # a world server's CPU over its episode (the scripted solutions take well under 1 s)
 GUARD_CPU_SECONDS = 3600  # the guard's CPU backstop over its life (each verdict is limited by wall time)
 GUARD_KEEP_BYTES = 64 * 1024 * 1024  # resident memory a guard may keep over its start; past it, it retires
 GUARD_REFUSAL = (
@@ -730,7 +731,9 @@ class CodeGuard:
         if fd != 3:
             os.close(fd)
         os.closerange(4, resource.getrlimit(resource.RLIMIT_NOFILE)[0])  # no channel of the world's
-        resource.setrlimit(resource.RLIMIT_CPU, (GUARD_CPU_SECONDS, GUARD_CPU_SECONDS))
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]  # a guard forked mid-episode: under the world's limit
+        cpu = GUARD_CPU_SECONDS if hard == resource.RLIM_INFINITY else min(GUARD_CPU_SECONDS, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
         resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -1052,6 +1055,10 @@ class Template:
             _limit_memory(self.memory_mb)
             guard = CodeGuard(self.engine.safety_guard)
             guard.start()  # under the world's memory limit, before its episode (a fork takes tens of ms)
+            # the CPU the agent's API calls may cost the world over its episode: a backstop the kernel enforces
+            # (SIGXCPU ends the world, and the client ends the episode as an engine that stopped); set after the
+            # guard's fork, which sets its own
+            resource.setrlimit(resource.RLIMIT_CPU, (WORLD_CPU_SECONDS, WORLD_CPU_SECONDS))
             conn, _ = self.listener.accept()
             _set_parent_death_signal(0)
             os.write(self.taken_write, struct.pack("i", os.getpid()))

@@ -6,6 +6,7 @@ import base64
 import os
 import signal
 import zlib
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,18 @@ def test_a_saved_world_loads_into_another_world_of_its_task(appworld_venv) -> No
     finally:
         first.close()
         second.close()
+
+
+def test_a_world_server_runs_under_the_kernel_s_memory_and_cpu_limits(appworld_venv) -> None:
+    """What the agent's API calls can cost the world is capped by the kernel, not only by the per-step checks."""
+    engine = shared_engine(appworld_venv)
+    world = WorldConnection(engine)
+    try:
+        world.build(101, "x")
+        limits = Path(f"/proc/{world.world_pid}/limits").read_text()
+        cpu = next(line.split() for line in limits.splitlines() if line.startswith("Max cpu time"))
+        assert cpu[3:5] == [str(engine_server.WORLD_CPU_SECONDS)] * 2  # soft = hard
+        memory = next(line.split() for line in limits.splitlines() if line.startswith("Max address space"))
+        assert memory[3] == memory[4] != "unlimited"
+    finally:
+        world.close()
