@@ -20,6 +20,12 @@ An invalid-action penalty in the batch's ``penalty`` column is charged to its ow
 the step's GAE advantage (not from the critic's target) or from its discounted return before the group
 normalization.
 
+In either mode :math:`\\beta g_t` pays β for every executable step, while the progress contributions sum to
+the outcome whatever the episode's length: where every action executes, a detour that costs less than β per
+added step in outcome and step costs gets a higher advantage than the shorter path (the paper's formula; the
+documentation's *Evaluation* page, "Credit quality against ground truth", measures it: Spearman ρ with the
+solver's step quality −0.22 at β = 0.5, +0.43 at β = 0, Sokoban ε = 0.3).
+
 ``"group"`` is this library's critic-free variant, not the paper's. It compares returns of steps at every depth
 of the group's trajectories with one another, and a step's discounted fused return grows with the number of
 executable steps after it (β per step), so with β > 0 earlier steps get higher advantages than later ones

@@ -81,6 +81,8 @@ ESTIMATORS: dict[str, dict] = {
     "spa": {"alpha": 1.0, "beta": 0.5, "gamma": 0.99, "lam": 0.95},
     # the progress signal alone, without SPA's grounding bonus (every oracle move is executable here)
     "spa β=0": {"estimator": "spa", "alpha": 1.0, "beta": 0.0, "gamma": 0.99, "lam": 0.95},
+    # SPA's grounding bonus alone (β·g_t; g_t = 1 on every step here): spa's advantage is this row's + spa β=0's
+    "spa α=0": {"estimator": "spa", "alpha": 0.0, "beta": 0.5, "gamma": 0.99, "lam": 0.95},
     "hgpo": {"history_length": 2, "gamma": 0.95},
     # EMPG's modulation (the paper's k = k_f = 1, ζ = 0.1) by the policy's entropy at each step
     "empg_grpo": {"estimator": "empg", "base": "grpo"},

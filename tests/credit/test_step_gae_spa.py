@@ -85,3 +85,31 @@ def test_spa_whiten_standardizes_the_gae_advantages_and_keeps_the_returns():
     np.testing.assert_allclose(white.returns, raw.returns)  # the critic's target is the raw GAE return
     expect = (raw.advantages - raw.advantages.mean()) / (raw.advantages.std(ddof=1) + 1e-6)
     np.testing.assert_allclose(white.advantages, expect)
+
+
+def test_spa_grounding_pays_beta_per_executable_step_so_a_detour_outranks_the_short_path():
+    # Eq. 8 of "SPA-RL: Reinforcing LLM Agents via Stepwise Progress Attribution" (arXiv:2505.20732),
+    # r_t = alpha c_t + beta g_t, then GAE (eq. 10). Two winning paths from s0, every step executable (g = 1):
+    # short s0 -> s1 -> goal, detour s0 -> s2 -> s1 -> goal. Progress is length-neutral (sum c = R, here the
+    # potential differences of a critic that sees both win: 0 per step), so the fused returns are beta per step:
+    # 2 beta and 3 beta from s0, beta from s1, 2 beta from s2. A critic fitted to them: V(s0) = 2.5 beta,
+    # V(s1) = beta, V(s2) = 2 beta. With gamma = lambda = 1, A_t = G_t - V(s_t): the short path's first step
+    # -0.5 beta, the detour's +0.5 beta.
+    beta = 0.5
+    b = StepBatch.from_trajectories([
+        Trajectory(group=0, success=True, steps=[
+            Step("s0", "a", "s1", 0.0, valid=True, value=2.5 * beta, progress=0.0),
+            Step("s1", "b", "goal", 1.0, valid=True, value=beta, progress=0.0),
+        ]),
+        Trajectory(group=0, success=True, steps=[
+            Step("s0", "x", "s2", 0.0, valid=True, value=2.5 * beta, progress=0.0),
+            Step("s2", "y", "s1", 0.0, valid=True, value=2 * beta, progress=0.0),
+            Step("s1", "b", "goal", 1.0, valid=True, value=beta, progress=0.0),
+        ]),
+    ])
+    c = assign_credit(b, "spa", alpha=1.0, beta=beta, gamma=1.0, lam=1.0, mode="gae")
+    np.testing.assert_allclose(c.columns["fused_reward"], [beta] * 5)
+    np.testing.assert_allclose(c.advantages, [-0.5 * beta, 0.0, 0.5 * beta, 0.0, 0.0])
+    # without the grounding term the two first steps tie (the progress is length-neutral)
+    flat = assign_credit(b.with_columns(value=np.zeros(5)), "spa", alpha=1.0, beta=0.0, gamma=1.0, lam=1.0, mode="gae")
+    np.testing.assert_allclose(flat.advantages, 0.0)

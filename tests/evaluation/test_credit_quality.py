@@ -20,13 +20,16 @@ def test_agc_run_writes_the_table_csv_and_figure(tmp_path, capsys) -> None:
 def test_state_aware_credit_beats_the_trajectory_baseline(tmp_path) -> None:
     rows = credit_quality.main(["--groups", "4", "--group-size", "4", "--epsilons", "0.3"], default_out=tmp_path)
     by = {r["estimator"]: r for r in rows}
-    assert set(by) == {"grpo", "rloo", "gigpo", "salt", "graphgpo", "step_gae", "spa", "spa β=0", "hgpo", "empg_grpo",
-                       "empg_gigpo"}
+    assert set(by) == {"grpo", "rloo", "gigpo", "salt", "graphgpo", "step_gae", "spa", "spa β=0", "spa α=0", "hgpo",
+                       "empg_grpo", "empg_gigpo"}
     assert all(np.isfinite(r["spearman"]) for r in rows)
     # state-aware credit must beat the trajectory-level baseline on ground truth
     assert by["graphgpo"]["spearman"] > by["grpo"]["spearman"]
     assert by["gigpo"]["pairwise"] > by["grpo"]["pairwise"]
     assert by["hgpo"]["pairwise"] > by["grpo"]["pairwise"]
+    # every oracle step executes, so SPA's grounding bonus (β per step) rewards length: alone it orders steps
+    # against the ground truth, while SPA's progress term orders them with it
+    assert by["spa α=0"]["spearman"] < 0 < by["spa β=0"]["spearman"]
 
 
 def test_the_policies_report_the_entropy_of_their_action_choice() -> None:
