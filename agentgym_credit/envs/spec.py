@@ -15,7 +15,8 @@ Everything generic reads the registered specs: the prompting wrapper's
 :data:`~agentgym_credit.wrappers.prompting.TEMPLATES`, the rollouts' template and response format of an
 environment id (:func:`template_for`, :func:`response_format`), the evaluation
 :data:`~agentgym_credit.evaluation.protocols.PROTOCOLS`, the oracle policy of ``agc eval`` and the
-oracle data of ``agc sft``, ``graphgpo(omega="<family>")``, the tiny tokenizer and the ``agc`` command
+oracle data of ``agc sft``, the credit-quality benchmark of ``agc run`` (its ``--env`` choices are the families
+with a credit probe), ``graphgpo(omega="<family>")``, the tiny tokenizer and the ``agc`` command
 line. The built-in families are registered when ``agentgym_credit`` is imported
 (:func:`~agentgym_credit.envs.registration.register_all`).
 """
@@ -31,6 +32,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from agentgym_credit.argtypes import close_match
+from agentgym_credit.envs.credit_probe import CreditProbe
 from agentgym_credit.envs.eval_protocol import EvalProtocol
 from agentgym_credit.envs.prompts import HistoryStep, PromptTemplate
 from agentgym_credit.presets import LiveTable
@@ -116,6 +118,9 @@ class EnvFamilySpec:
         noise: the ε-noise of ``agc sft`` (:data:`NoiseAction`); None: only ε = 0 is available.
         oracle_exact: the oracle is right in every state (an exact solver), so ``agc sft`` also keeps the
             episodes it lost (otherwise only won episodes and those with a noisy step are kept).
+        credit_probe: the ε-noisy oracle and step ground truth of the credit-quality benchmark (``agc run
+            --env <name>``, :class:`~agentgym_credit.envs.credit_probe.CreditProbe`); None: the family is not
+            one of its environments.
         graphgpo_omega: GraphGPO's distance discount ω for this family (``graphgpo(omega="<name>")``).
         tokenizer_texts: texts the tiny model's tokenizer is trained on (None: one prompt per template).
         commands: ``agc`` subcommands.
@@ -135,6 +140,7 @@ class EnvFamilySpec:
     oracle: OracleFactory | None = None
     noise: NoiseAction | None = None
     oracle_exact: bool = False
+    credit_probe: CreditProbe | None = None
     graphgpo_omega: float | None = None
     tokenizer_texts: Callable[[], list[str]] | None = None
     commands: tuple[CommandSpec, ...] = ()

@@ -1,15 +1,21 @@
-"""Credit quality against ground truth on Sokoban (and ALFWorld).
+"""Credit quality against ground truth: every estimator's step credit scored against an oracle's step quality.
 
-Groups of Sokoban-Group-v0 (6×6, 1 box) are rolled out with an ε-noisy oracle policy for several ε.
-The environment pays its default reward, gym-sokoban's shaped reward as in the papers' code (−0.1 per
-step, ±1 for a box onto / off a target, +10 when solved); ``--reward sparse`` pays only 10 × solved,
-the setting of this benchmark's results before the environment followed the papers' code. With shaped
-rewards, returns also differ by episode length, so trajectory-level estimators (GRPO, RLOO) get a
-signal from shorter solutions that the sparse reward does not give them.
-Every estimator's per-step advantage is compared with the ground-truth quality of the step given by
-the exact solver: ``gt = d(s) − d(s')`` with ``d`` the optimal number of moves to solve (a move that
-shortens the optimal distance is good, +1; a bump into a wall is neutral, 0; one that lengthens it is
-bad, −1; one into a dead end is worst, −2). Steps taken from a dead end (``d(s) = ∞``) are left out.
+Groups of an environment family are rolled out with its ε-noisy oracle for several ε, and every estimator's
+per-step advantage is compared with the ground-truth quality of the step. What the benchmark needs to know about
+an environment — the group id, the oracle, how a step's ground truth is computed, the table's title and the
+family's ``agc run`` options — is the family's credit probe
+(:class:`~agentgym_credit.envs.credit_probe.CreditProbe`, ``EnvFamilySpec.credit_probe``); ``--env`` chooses
+among the registered families that declare one. The built-in probes:
+
+* Sokoban (:mod:`~agentgym_credit.envs.sokoban.credit_probe`, the default): ``Sokoban-Group-v0`` (6×6, 1 box)
+  rolled out by the ε-noisy exact solver; ``gt = d(s) − d(s')`` with ``d`` the optimal number of moves to solve
+  (+1 a move that shortens it, 0 a bump into a wall, −1 one that lengthens it, −2 one into a dead end; steps
+  taken from a dead end are left out). The environment pays gym-sokoban's shaped reward as in the papers' code
+  (−0.1 per step, ±1 for a box onto / off a target, +10 when solved), or with ``--reward sparse`` only 10 ×
+  solved; with shaped rewards, returns also differ by episode length, so trajectory-level estimators (GRPO,
+  RLOO) get a signal from shorter solutions that the sparse reward does not give them.
+* ALFWorld (:mod:`~agentgym_credit.envs.alfworld.credit_probe`, ``--env alfworld``): the ε-noisy planner;
+  ``+1`` when the executed command is the planner's next command from that state, ``−1`` otherwise.
 
 Metrics per estimator and ε:
 
@@ -25,26 +31,20 @@ estimator is trained to), so their rows measure the estimator, not a learned mod
 fitted to the fused-reward returns, as SPA trains its critic on them). ``spa`` runs in its
 GAE mode with the same critic (the paper's PPO setting).
 
-With ``--env alfworld`` the groups are ALFWorld games played by an ε-noisy planner oracle (the
-planner's next command from the current state, a random admissible command with probability ε) and
-the ground truth is ``+1`` when the executed command is the planner's next command from that state and
-``−1`` otherwise (the planner returns one optimal plan, so an equally short alternative counts as −1).
-
 ``hgpo`` groups steps by their last K + 1 states (K = ``history_length``, 2 as in the HGPO recipe's
 ALFWorld scripts). ``empg`` (over ``grpo`` and over ``gigpo``) reads each step's policy entropy, which an
 LLM gives as its mean token entropy; the synthetic policies here give the entropy of their own action
 distribution at the step's state, :math:`H(s) = -\\sum_a \\pi(a \\mid s) \\log \\pi(a \\mid s)` with
-:math:`\\pi(a \\mid s) = (1 - \\varepsilon)\\, q(a \\mid s) + \\varepsilon / |A(s)|` (:func:`noisy_entropy`): on
-Sokoban :math:`q` is uniform over the solver's optimal moves (all four in a dead end) and :math:`A(s)` the four
-moves, so a state with several optimal moves is less certain; on ALFWorld :math:`q` is the planner's command
-and :math:`A(s)` the admissible commands, so a state with more of them is less certain (a state where the
-planner has no plan: uniform, :math:`\\log |A(s)|`). The entropy is what the policy knows about its own choice
-before it acts, as an LLM's is: it does not depend on the action drawn.
+:math:`\\pi(a \\mid s) = (1 - \\varepsilon)\\, q(a \\mid s) + \\varepsilon / |A(s)|`
+(:func:`~agentgym_credit.envs.credit_probe.noisy_entropy`), :math:`q` the oracle's choice and :math:`A(s)` the
+actions (each probe says which). The entropy is what the policy knows about its own choice before it acts, as an
+LLM's is: it does not depend on the action drawn.
 
 Usage: ``agc run [--env sokoban --groups 32 --group-size 8 --epsilons 0.1 0.2 0.3 0.5 0.7 --reward shaped
 --out-dir run_results]`` (about a minute on 2 cores; ``--env alfworld`` needs the ``alfworld`` extra).
-Writes ``<out-dir>/credit_quality.{md,csv,png}`` (``credit_quality_sparse.*`` with ``--reward sparse``,
-``credit_quality_alfworld.*`` with ``--env alfworld``); in the source checkout, ``make run`` and
+Writes ``<out-dir>/credit_quality.{md,csv,png}`` for the default environment in its default setting,
+``credit_quality_<env>.*`` for another family and ``…_<variant>.*`` for another setting
+(``credit_quality_sparse.*`` with ``--reward sparse``); in the source checkout, ``make run`` and
 ``benchmarks/credit_quality.py`` write them into the benchmark's results folder.
 """
 
@@ -52,31 +52,36 @@ from __future__ import annotations
 
 import argparse
 import csv
+import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from scipy.stats import entropy, spearmanr
+from scipy.stats import spearmanr
 from tqdm import tqdm
 
 from agentgym_credit.baselines.tree_rollout import TREE_SCHEDULES, TreeSchedule, grow_trees
 from agentgym_credit.credit import compute_advantages
 from agentgym_credit.credit.grouping import dense_ids, discounted_returns
 from agentgym_credit.credit.matching import ExactMatcher
-from agentgym_credit.envs.sokoban import ACTIONS, EpsilonOraclePolicy
+from agentgym_credit.deprecation import moved
+from agentgym_credit.envs.credit_probe import CreditProbe
+from agentgym_credit.envs.spec import EnvFamilySpec, families, get_family
 from agentgym_credit.records import StepBatch
 from agentgym_credit.wrappers import RecordStepBatch
 
 DEFAULT_OUT = Path("run_results")
 """Where ``agc run`` writes its table, CSV and figure unless ``--out-dir`` says otherwise."""
+DEFAULT_ENV = "sokoban"
+"""The family ``agc run`` rolls out unless ``--env`` says otherwise (its results keep the plain file name)."""
 ESTIMATORS: dict[str, dict] = {
     "grpo": {},
     "rloo": {},
     "gigpo": {"omega": 1.0, "gamma": 0.95},
     "salt": {"h": 3},
-    "graphgpo": {"omega": "sokoban"},
+    "graphgpo": {"omega": DEFAULT_ENV},
     "step_gae": {"gamma": 0.99, "lam": 0.95},
     "spa": {"alpha": 1.0, "beta": 0.5, "gamma": 0.99, "lam": 0.95},
     # the progress signal alone, without SPA's grounding bonus (every oracle move is executable here)
@@ -95,7 +100,7 @@ not); GraphGPO's ω preset is the environment's (:func:`estimators_for`)."""
 TREE_ESTIMATORS: dict[str, dict] = {
     "grpo": {},
     "gigpo": {"omega": 1.0, "gamma": 0.95},
-    "graphgpo": {"omega": "sokoban"},
+    "graphgpo": {"omega": DEFAULT_ENV},
     "hgpo": {},
     "tree_grpo": {},
     "tree_grpo (sum)": {"estimator": "tree_grpo", "prefix": "sum"},
@@ -106,67 +111,40 @@ baseline; each runs on the chains and on the trees (on chains ``tree_grpo`` is G
 #: what ``CRITIC_ESTIMATORS`` read that ``evaluate`` fills from the tabular critic (chains only)
 CRITIC_ESTIMATORS = ("step_gae", "spa")
 
+_MOVED = {
+    "OracleStep": "agentgym_credit.envs.credit_probe.ProbeStep",
+    "noisy_entropy": "agentgym_credit.envs.credit_probe.noisy_entropy",
+    "sokoban_oracle": "agentgym_credit.envs.sokoban.credit_probe.epsilon_oracle",
+    "alfworld_oracle": "agentgym_credit.envs.alfworld.credit_probe.epsilon_oracle",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return moved(__name__, name, _MOVED)
+
+
+def probe_families() -> tuple[str, ...]:
+    """The registered families that declare a credit probe: the choices of ``--env``."""
+    return tuple(spec.name for spec in families() if spec.credit_probe is not None)
+
+
+def probe_of(env: str) -> tuple[EnvFamilySpec, CreditProbe]:
+    """The family ``env`` and its credit probe.
+
+    Raises:
+        ValueError: no registered family of that name, or it declares no credit probe (the message lists those
+            that do).
+    """
+    spec = get_family(env)
+    if spec.credit_probe is None:
+        raise ValueError(f"environment family {env!r} declares no credit probe; families with one: "
+                         f"{list(probe_families())}")
+    return spec, spec.credit_probe
+
 
 def estimators_for(env: str, table: dict[str, dict] | None = None) -> dict[str, dict]:
-    """``table`` (default :data:`ESTIMATORS`) with GraphGPO's ω preset for ``env`` (``"sokoban"`` or ``"alfworld"``)."""
+    """``table`` (default :data:`ESTIMATORS`) with GraphGPO's ω preset for the family ``env``."""
     return {**(ESTIMATORS if table is None else table), "graphgpo": {"omega": env}}
-
-
-@dataclass
-class OracleStep:
-    """A noisy oracle's response: the action, the entropy of the oracle's action distribution in that state
-    (what the entropy tree schedule branches on) and, where the oracle knows it, the step's ground truth."""
-
-    text: str
-    entropy: float
-    gt: float = float("nan")
-
-
-def noisy_entropy(epsilon: float, greedy: list[str], actions: list[str]) -> float:
-    """Entropy (nats, ``scipy.stats.entropy``) of the ε-noisy choice: with probability 1 − ε uniform over
-    ``greedy``, with probability ε uniform over ``actions``."""
-    probs = dict.fromkeys(actions, epsilon / len(actions))
-    for a in greedy:
-        probs[a] = probs.get(a, 0.0) + (1.0 - epsilon) / len(greedy)
-    return float(entropy(list(probs.values())))
-
-
-def sokoban_oracle(env: Any, epsilon: float, seed: int):
-    """Each member's ε-noisy solver (:class:`~agentgym_credit.envs.sokoban.EpsilonOraclePolicy`, seeded
-    ``seed · 100003 + member``) as a tree-rollout policy; the entropy is that of its action distribution,
-    ε/4 on every move plus (1 − ε) spread over the optimal ones."""
-    members = env.unwrapped.members
-    policies = [EpsilonOraclePolicy(epsilon, seed=seed * 100_003 + i) for i in range(env.num_envs)]
-
-    def policy(obs: list[Any], ids: list[int], infos: list[dict[str, Any]]) -> list[OracleStep]:
-        out = []
-        for i in ids:
-            member = members[i].unwrapped
-            optimal = member.solver.optimal_actions(member.room_state) or list(ACTIONS)
-            out.append(OracleStep(policies[i].act(member), noisy_entropy(epsilon, optimal, list(ACTIONS))))
-        return out
-
-    return policy
-
-
-def alfworld_oracle(env: Any, epsilon: float, seed: int):
-    """The ε-noisy planner (the planner's next command, a random admissible command with probability ε) as a
-    tree-rollout policy; the ground truth is +1 for the planner's command, −1 otherwise."""
-    members = env.unwrapped.members
-    rng = np.random.default_rng(seed)
-
-    def policy(obs: list[Any], ids: list[int], infos: list[dict[str, Any]]) -> list[OracleStep]:
-        out = []
-        for i, info in zip(ids, infos, strict=True):
-            expert = members[i].unwrapped.expert_next_action()
-            admissible = list(info.get("admissible_actions", [])) or [expert or "look"]
-            explore = expert is None or rng.random() < epsilon
-            action = admissible[rng.integers(len(admissible))] if explore else expert
-            h = noisy_entropy(epsilon, [expert] if expert else admissible, admissible)
-            out.append(OracleStep(action, h, 1.0 if action == expert else -1.0))
-        return out
-
-    return policy
 
 
 @dataclass
@@ -180,49 +158,48 @@ class Played:
 
 def play(env: str, epsilon: float, groups: int, group_size: int, seed: int, schedule: TreeSchedule | None = None,
          **env_kwargs: Any) -> Played:
-    """Roll out the ε-oracle on ``groups`` tasks of ``env`` (``"sokoban"`` or ``"alfworld"``): ``group_size``
-    chains per task, or trees grown by ``schedule`` on the task's ``group_size`` members
-    (:func:`~agentgym_credit.baselines.tree_rollout.grow_trees`).
+    """Roll out the ε-oracle of the family ``env``'s credit probe on ``groups`` tasks: ``group_size`` chains per
+    task, or trees grown by ``schedule`` on the task's ``group_size`` members
+    (:func:`~agentgym_credit.baselines.tree_rollout.grow_trees`), and compute each row's ground truth with the
+    probe (:attr:`~agentgym_credit.envs.credit_probe.CreditProbe.ground_truth`).
 
-    Sokoban's ground truth is ``d(s) − d(s')`` from the solver's optimal distances (−2 into a dead end, NaN
-    from one); ALFWorld's ±1 from the planner.
+    Raises:
+        ValueError: the family has no credit probe, or its ground truth is not one value per row.
     """
-    env_id = "Sokoban-Group-v0" if env == "sokoban" else "ALFWorld-Group-v0"
-    vec = gym.make_vec(env_id, num_envs=groups * group_size, group_size=group_size,
+    spec, probe = probe_of(env)
+    vec = gym.make_vec(probe.env_id or spec.ids[0], num_envs=groups * group_size, group_size=group_size,
                        vectorization_mode="vector_entry_point", **env_kwargs)
-    rec = RecordStepBatch(vec, info_keys=("optimal_distance",) if env == "sokoban" else ())
-    oracle = sokoban_oracle if env == "sokoban" else alfworld_oracle
+    rec = RecordStepBatch(vec, info_keys=probe.info_keys)
     chains = TreeSchedule(trees=group_size, rounds=0)  # every member one episode from the task's start
     try:
         with tqdm(desc=f"{env} ε={epsilon}", leave=False) as bar:
-            grown = grow_trees(rec, oracle(vec, epsilon, seed), schedule or chains, seed=seed,
+            grown = grow_trees(rec, probe.policy(vec, epsilon, seed), schedule or chains, seed=seed,
                                rng=np.random.default_rng([seed, 1]), on_step=lambda k, n: bar.update(1))
         batch = rec.batch()
         extras = rec.recorder.extras(batch)
     finally:
         vec.close()
-    if env == "sokoban":
-        d_before = extras["optimal_distance_before"].astype(float)
-        d_after = extras["optimal_distance"].astype(float)
-        with np.errstate(invalid="ignore"):
-            gt = np.where(np.isinf(d_after), -2.0, d_before - d_after)
-        gt[np.isinf(d_before)] = np.nan
-    else:
-        gt = np.array([grown.outputs[(int(tr), int(t))].gt for tr, t in zip(batch.traj, batch.t, strict=True)])
+    responses = [grown.outputs[(int(tr), int(t))] for tr, t in zip(batch.traj, batch.t, strict=True)]
+    gt = np.asarray(probe.ground_truth(batch, extras, responses), dtype=float)
+    if gt.shape != (len(batch),):
+        raise ValueError(f"the {env} credit probe's ground truth has shape {gt.shape}, not one value per row "
+                         f"({len(batch)},)")
     return Played(batch, gt, grown.stats)
+
+
+def rollout(epsilon: float, groups: int, group_size: int, seed: int, env: str = DEFAULT_ENV,
+            **env_kwargs: Any) -> tuple[StepBatch, np.ndarray]:
+    """Roll out ε-oracle groups of the family ``env``; return the batch and the ground-truth step quality per row."""
+    out = play(env, epsilon, groups, group_size, seed, **env_kwargs)
+    return out.batch, out.gt
 
 
 def rollout_alfworld(epsilon: float, groups: int, group_size: int, seed: int, max_steps: int = 30,
                      task_types: list[str] | None = None) -> tuple[StepBatch, np.ndarray]:
-    """ε-planner rollouts of ALFWorld groups; gt = +1 if the command was the planner's next one, else −1."""
-    out = play("alfworld", epsilon, groups, group_size, seed, max_steps=max_steps, task_types=task_types)
-    return out.batch, out.gt
-
-
-def rollout(epsilon: float, groups: int, group_size: int, seed: int, **env_kwargs) -> tuple[StepBatch, np.ndarray]:
-    """Roll out ε-oracle Sokoban groups; return the batch and the ground-truth step quality per row."""
-    out = play("sokoban", epsilon, groups, group_size, seed, **env_kwargs)
-    return out.batch, out.gt
+    """Deprecated: ``rollout(epsilon, groups, group_size, seed, env="alfworld", max_steps=30)``."""
+    warnings.warn("credit_quality.rollout_alfworld is deprecated; call rollout(..., env='alfworld', "
+                  "max_steps=30, task_types=...)", DeprecationWarning, stacklevel=2)
+    return rollout(epsilon, groups, group_size, seed, env="alfworld", max_steps=max_steps, task_types=task_types)
 
 
 def tabular_critic(batch: StepBatch, gamma: float = 0.99, rewards: np.ndarray | None = None,
@@ -325,11 +302,9 @@ def plot(results: list[dict], path: Path, title: str) -> None:
 
 
 def column_legend(env: str, tree: bool = False) -> list[str]:
-    """One line per column of the results table (``tree``: of the chains-vs-trees table), printed (and written)
-    under it."""
-    truth = "+1 for the planner's next command, -1 for any other"
-    if env == "sokoban":
-        truth = "the solver's moves-to-solved before minus after the move; -2 into a dead end"
+    """One line per column of the results table of the family ``env`` (``tree``: of the chains-vs-trees table),
+    printed (and written) under it; the ground truth is described by the family's credit probe."""
+    truth = probe_of(env)[1].truth
     rollout = [
         "rollout: chain (every member one episode from the task's start) or tree (members forked mid-episode).",
         "steps: agent steps played (a shared prefix step once); budget/task: the trees' cap of agent steps per task.",
@@ -363,9 +338,11 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
     )
 
     ap = ArgumentParser(prog=prog, description=__doc__.splitlines()[0], formatter_class=HelpFormatter)
-    ap.add_argument("--env", choices=["sokoban", "alfworld"], default="sokoban",
-                    help="sokoban: the exact solver's ground truth; alfworld: the planner's (the alfworld extra).")
-    ap.add_argument("--max-steps", type=positive_int, default=30, help="episode length for ALFWorld.")
+    probes = [probe_of(name) for name in probe_families()]
+    truths = "; ".join(f"{spec.name}: {probe.truth}" + (f" (the {spec.extra} extra)" if spec.extra else "")
+                       for spec, probe in probes)
+    ap.add_argument("--env", choices=[spec.name for spec, _ in probes], default=DEFAULT_ENV,
+                    help=f"the environment family and its ground truth ({truths}).")
     ap.add_argument("--groups", type=positive_int, default=32, help="task groups rolled out per ε.")
     ap.add_argument("--group-size", type=bounded(int, 2), default=8,
                     help="members per group (same initial state; at least 2: a group of one compares "
@@ -374,11 +351,6 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
                     help="the noise levels ε: the probability of a random action in place of the oracle's, "
                          "one rollout and one table block each.")
     ap.add_argument("--seed", type=non_negative_int, default=0, help="reset seed of the rollouts.")
-    ap.add_argument("--task-types", nargs="+", default=None,
-                    help="ALFWorld task types to draw games from (default all; the planner's search is short "
-                         "for pick_and_place_simple and look_at_obj_in_light, seconds per state for the others).")
-    ap.add_argument("--reward", choices=["shaped", "sparse"], default="shaped",
-                    help="Sokoban reward: gym-sokoban's shaped reward (the papers' code) or 10 × solved.")
     ap.add_argument("--rollout", choices=["chain", "tree"], default="chain",
                     help="chain: every estimator on chains; tree: chains and trees on the same tasks at an equal "
                          "budget of agent steps, for the estimators that accept trees.")
@@ -394,6 +366,13 @@ def build_parser(default_out: Path = DEFAULT_OUT, prog: str = "agc run") -> argp
                     help="--rollout tree, entropy schedule: forks per step.")
     ap.add_argument("--out-dir", "--out", dest="out", type=Path, default=default_out, metavar="DIR",
                     help=f"folder for the table, its CSV and its figure (default {default_out}).")
+    for spec, probe in probes:  # each family's options, in a group of their own
+        if probe.add_arguments is not None:
+            try:
+                probe.add_arguments(ap.add_argument_group(f"--env {spec.name}"))
+            except argparse.ArgumentError as exc:
+                raise ValueError(f"the credit probe of environment family {spec.name!r} adds an option another "
+                                 f"family's probe or agc run has: {exc}") from None
     return ap
 def share_grouped(batch: StepBatch) -> float:
     """The share of the steps that fall in a step group of two or more: steps from the same state (identical
@@ -457,21 +436,17 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
 
     ap = build_parser(default_out, prog)
     args = ap.parse_args(argv)
-    if args.env == "alfworld":
-        try:
-            from agentgym_credit.envs.alfworld.data import normalize_task_types
-        except ImportError as exc:
-            ap.error(f"--env alfworld needs ALFWorld ({exc}); install the alfworld extra: "
-                     "pip install -e '.[alfworld]'")
-        try:  # ids (1-6) become names, for the environment and the table's title
-            args.task_types = list(normalize_task_types(args.task_types) or []) or None
-        except ValueError as exc:
-            ap.error(f"--task-types: {exc}")
+    spec, probe = probe_of(args.env)
+    try:
+        env_kwargs = probe.env_kwargs(args)
+    except ImportError as exc:
+        extra = spec.extra or spec.name
+        ap.error(f"--env {spec.name} needs the {extra} extra ({exc}); install it: pip install -e '.[{extra}]'")
+    except ValueError as exc:
+        ap.error(str(exc))
     make_out_dir(ap, args.out)  # before the rollouts: a folder that cannot be written fails now, not after them
     tree = args.rollout == "tree"
     estimators = estimators_for(args.env, TREE_ESTIMATORS if tree else None)
-    env_kwargs: dict[str, Any] = ({"max_steps": args.max_steps, "task_types": args.task_types}
-                                  if args.env == "alfworld" else {"reward": args.reward})
     schedule = TreeSchedule(schedule=args.schedule, trees=args.trees, expand=args.expand, rounds=None,
                             margin=args.margin, children=args.children)  # budget: compare_rollouts
     results = []
@@ -484,12 +459,9 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
         batch = played.batch
         for row in evaluate(batch, played.gt, estimators):
             results.append({"epsilon": eps, "rows": len(batch), "success": float(batch.traj_success.mean()), **row})
-    stem = "credit_quality" if args.env == "sokoban" else f"credit_quality_{args.env}"
-    if args.env == "sokoban" and args.reward != "shaped":
-        stem += f"_{args.reward}"
-    title = (f"Sokoban-Group-v0 (6×6, 1 box, {args.reward} reward)" if args.env == "sokoban"
-             else "ALFWorld-Group-v0 (shipped train games" + (f": {', '.join(args.task_types)})" if args.task_types
-                                                               else ")"))
+    variant = probe.variant(env_kwargs)
+    stem = "credit_quality" + ("" if args.env == DEFAULT_ENV else f"_{args.env}") + (f"_{variant}" if variant else "")
+    title = f"{probe.env_id or spec.ids[0]} ({probe.setting(env_kwargs)})"
     if tree:
         stem += "_tree" if args.schedule == "fixed" else "_tree_entropy"
         lines = ["| ε | rollout | steps | budget/task | episodes | success | steps in a group ≥ 2 | estimator | "

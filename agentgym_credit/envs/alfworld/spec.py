@@ -9,6 +9,8 @@
 * Oracle — the PDDL planner's next command from the current state
   (:meth:`~agentgym_credit.envs.alfworld.env.ALFWorldEnv.expert_next_action`); its ``agc sft`` noise is
   another admissible command.
+* Credit probe — the ε-noisy planner, +1 / −1 for the planner's command / any other as each step's ground truth
+  (:mod:`~agentgym_credit.envs.alfworld.credit_probe`), for ``agc run --env alfworld``.
 * GraphGPO's ω = 0.1 (arXiv:2605.26684, Appendix D.1).
 * ``agc alfworld generate OUT`` (games from the shipped floor plans), ``agc alfworld plans`` (the oracle's
   plans on the shipped evaluation games, shipped with the package) and ``agc alfworld stats [DIR]``.
@@ -26,6 +28,7 @@ import numpy as np
 
 from agentgym_credit.argtypes import close_match
 from agentgym_credit.cli_args import non_negative_int, positive_int
+from agentgym_credit.envs.alfworld.credit_probe import PROBE as CREDIT_PROBE
 from agentgym_credit.envs.eval_protocol import EpisodeResult, EpisodeSpec, EvalProtocol, first_n, success_rows
 from agentgym_credit.envs.noise import other_choice
 from agentgym_credit.envs.prompts import (
@@ -191,6 +194,7 @@ SPEC = EnvFamilySpec(
     protocols=(PROTOCOL,),
     oracle=ALFWorldOracle,
     noise=_noise,
+    credit_probe=CREDIT_PROBE,
     graphgpo_omega=0.1,
     commands=(CommandSpec("alfworld", "ALFWorld tools (agc alfworld --help).", _add_arguments, _run),),
     docs="environments/alfworld.md",

@@ -9,6 +9,8 @@
   by ``ACTIONS`` order (the reset info's ``walkthrough``) or, given a generator, at random
   (:class:`~agentgym_credit.envs.sokoban.oracle.EpsilonOraclePolicy` with ε = 0). Its ``agc sft`` noise is
   a uniformly random move.
+* Credit probe — the ε-noisy solver and the solver's distance change as each step's ground truth
+  (:mod:`~agentgym_credit.envs.sokoban.credit_probe`), for ``agc run``.
 * GraphGPO's ω = 0.8 ("Beyond Trajectory-Level Attribution: Graph-Based Credit Assignment for Agentic
   Reinforcement Learning", arXiv:2605.26684, Appendix D.1).
 """
@@ -27,6 +29,7 @@ from agentgym_credit.envs.prompts import (
     PromptTemplate,
     simple_history_line,
 )
+from agentgym_credit.envs.sokoban.credit_probe import PROBE as CREDIT_PROBE
 from agentgym_credit.envs.sokoban.state import ACTIONS
 from agentgym_credit.envs.spec import EnvFamilySpec
 
@@ -147,6 +150,7 @@ SPEC = EnvFamilySpec(
     oracle=SokobanOracle,
     noise=_noise,
     oracle_exact=True,
+    credit_probe=CREDIT_PROBE,
     graphgpo_omega=0.8,
     tokenizer_texts=_tokenizer_texts,
     docs="environments/sokoban.md",
