@@ -14,6 +14,12 @@ ALIASES = [
     ("agentgym_credit.evaluation.protocols", "ALFWORLD_TASK_COLUMNS", "agentgym_credit.envs.alfworld.spec:TASK_COLUMNS"),
     ("agentgym_credit.evaluation.protocols", "SOKOBAN_DEFAULT_EPISODES",
      "agentgym_credit.envs.sokoban.spec:DEFAULT_EPISODES"),
+    ("agentgym_credit.evaluation.credit_quality", "OracleStep", "agentgym_credit.envs.credit_probe:ProbeStep"),
+    ("agentgym_credit.evaluation.credit_quality", "noisy_entropy", "agentgym_credit.envs.credit_probe"),
+    ("agentgym_credit.evaluation.credit_quality", "sokoban_oracle",
+     "agentgym_credit.envs.sokoban.credit_probe:epsilon_oracle"),
+    ("agentgym_credit.evaluation.credit_quality", "alfworld_oracle",
+     "agentgym_credit.envs.alfworld.credit_probe:epsilon_oracle"),
 ]
 TRAINER_ALIASES = [
     ("agentgym_credit.baselines.rollout", "evaluate", "agentgym_credit.evaluation.runner:held_out"),

@@ -1,14 +1,16 @@
 """Environment family specs: a family defined in this module alone, registered with one call, works everywhere.
 
 The corridor (walk right to the last of a few cells) is a member env, its prompt template, evaluation protocol,
-oracle, noise action, GraphGPO ω preset, tokenizer texts and an ``agc`` subcommand, all here; nothing else in the
-library names it. The built-in families' specs are checked against their environments and the packaging.
+oracle, noise action, credit probe, GraphGPO ω preset, tokenizer texts and an ``agc`` subcommand, all here; nothing
+else in the library names it. The built-in families' specs are checked against their environments and the packaging.
 """
 
 from __future__ import annotations
 
 import argparse
 import configparser
+import csv
+import dataclasses
 import inspect
 import json
 import pickle
@@ -21,6 +23,7 @@ import pytest
 
 import agentgym_credit  # noqa: F401  (registers the built-in families)
 from agentgym_credit.envs.base import GroupMemberEnv, StepOutcome
+from agentgym_credit.envs.credit_probe import CreditProbe, ProbeStep, noisy_entropy
 from agentgym_credit.envs.eval_protocol import EvalProtocol, seeded_episodes, success_table
 from agentgym_credit.envs.group_vector import GroupVectorEnv, load_entry_point
 from agentgym_credit.envs.prompts import (
@@ -117,9 +120,33 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _epsilon_oracle(env: Any, epsilon: float, seed: int):
+    """Right, or with probability ε a random move; right is the good step (+1), left the bad one (−1)."""
+    rng = np.random.default_rng(seed)
+
+    def policy(obs: list[Any], ids: list[int], infos: list[dict[str, Any]]) -> list[ProbeStep]:
+        moves = ["right" if rng.random() >= epsilon else str(rng.choice(["left", "right"])) for _ in ids]
+        return [ProbeStep(m, noisy_entropy(epsilon, ["right"], ["left", "right"]), 1.0 if m == "right" else -1.0)
+                for m in moves]
+
+    return policy
+
+
+def _probe_arguments(group: Any) -> None:
+    group.add_argument("--corridor-length", type=int, default=LENGTH, help="cells of the corridor.")
+
+
+CREDIT_PROBE = CreditProbe(
+    policy=_epsilon_oracle, truth="+1 for right, -1 for left",
+    setting=lambda kwargs: f"{kwargs['length']} cells", add_arguments=_probe_arguments,
+    env_kwargs=lambda args: {"length": args.corridor_length},
+    variant=lambda kwargs: "" if kwargs["length"] == LENGTH else f"length_{kwargs['length']}",
+)
+
 SPEC = EnvFamilySpec(
     name="corridor", ids=(ID,), entry_point=CorridorEnv, max_episode_steps=6, templates={"corridor": TEMPLATE},
     response_format="action", protocols=(PROTOCOL,), oracle=CorridorOracle, noise=_noise, graphgpo_omega=0.5,
+    credit_probe=CREDIT_PROBE,
     tokenizer_texts=_tokenizer_texts, commands=(CommandSpec("corridor", "corridor tools", _add_arguments, _run),),
 )
 
@@ -245,6 +272,37 @@ def test_the_familys_command_joins_agc(corridor, capsys):
 
     assert main(["corridor", "--length", "7"]) == 0
     assert "a corridor of 7 cells" in capsys.readouterr().out
+
+
+def test_agc_run_scores_credit_against_the_familys_probe(corridor, tmp_path, capsys):
+    from agentgym_credit.cli import main
+    from agentgym_credit.evaluation import credit_quality
+
+    assert credit_quality.build_parser().parse_args(["--env", "corridor"]).corridor_length == LENGTH
+    assert main(["run", "--env", "corridor", "--corridor-length", "5", "--groups", "2", "--group-size", "3",
+                 "--epsilons", "0.4", "--out-dir", str(tmp_path)]) == 0
+    assert "+1 for right, -1 for left" in capsys.readouterr().out  # the legend's ground truth
+    md = (tmp_path / "credit_quality_corridor_length_5.md").read_text()
+    assert md.startswith(f"Credit quality on {ID} (5 cells), 2 groups × 3")
+    rows = list(csv.DictReader((tmp_path / "credit_quality_corridor_length_5.csv").open()))
+    assert {r["estimator"] for r in rows} == set(credit_quality.ESTIMATORS)
+    # right is always the good move: state-aware credit ranks it above left
+    assert float(next(r for r in rows if r["estimator"] == "gigpo")["sign"]) > 0.5
+
+
+def test_a_family_without_a_credit_probe_is_no_choice_of_agc_run():
+    from agentgym_credit.evaluation import credit_quality
+
+    assert "corridor" not in credit_quality.probe_families()
+    spec = dataclasses.replace(SPEC, credit_probe=None)
+    register_family(spec)
+    try:
+        with pytest.raises(SystemExit):
+            credit_quality.build_parser().parse_args(["--env", "corridor"])
+        with pytest.raises(ValueError, match="'corridor' declares no credit probe; families with one"):
+            credit_quality.play("corridor", 0.1, 1, 2, seed=0)
+    finally:
+        unregister_family("corridor")
 
 
 def test_registration_is_refused_twice_and_undone():

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from agentgym_credit.cli import main as agc
+from agentgym_credit.envs.spec import families
 from agentgym_credit.evaluation import credit_quality
 
 
@@ -33,17 +37,40 @@ def test_state_aware_credit_beats_the_trajectory_baseline(tmp_path) -> None:
 
 
 def test_the_policies_report_the_entropy_of_their_action_choice() -> None:
-    moves = ["up", "down", "left", "right"]
-    # ε = 0.2, one optimal move: 0.8 + 0.05 on it, 0.05 on each other move
-    expected = -(0.85 * np.log(0.85) + 3 * 0.05 * np.log(0.05))
-    assert credit_quality.noisy_entropy(0.2, ["up"], moves) == pytest.approx(expected)
-    assert credit_quality.noisy_entropy(0.0, ["up", "left"], moves) == pytest.approx(np.log(2))
-    assert credit_quality.noisy_entropy(1.0, ["up"], moves) == pytest.approx(np.log(4))
-    # a greedy choice outside the listed actions (ALFWorld's planner command not admissible) keeps its mass
-    assert credit_quality.noisy_entropy(0.5, ["go"], ["a"]) == pytest.approx(np.log(2))
     batch, _ = credit_quality.rollout(0.3, 2, 2, seed=0)
     assert batch.entropy is not None and len(np.unique(batch.entropy)) > 1  # states differ in optimal moves
     assert np.all((batch.entropy > 0) & (batch.entropy <= np.log(4) + 1e-12))
+
+
+def test_no_environment_is_named_but_the_default() -> None:
+    """Every environment's knowledge is in its credit probe: the module compares nothing with a family's name,
+    and names one only as the default (and in the deprecated ALFWorld wrapper)."""
+    names = {spec.name for spec in families()}
+    tree = ast.parse(Path(credit_quality.__file__).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for operand in (node.left, *node.comparators):
+                assert not (isinstance(operand, ast.Constant) and operand.value in names), ast.unparse(node)
+    allowed = {"DEFAULT_ENV", "rollout_alfworld"}
+    for top in tree.body:
+        where = {t.id for t in getattr(top, "targets", []) if isinstance(t, ast.Name)} | {getattr(top, "name", "")}
+        named = [n.value for n in ast.walk(top) if isinstance(n, ast.Constant) and n.value in names]
+        assert not named or where & allowed, f"{ast.unparse(top)[:80]} names {named}"
+
+
+def test_the_env_choices_are_the_families_with_a_probe() -> None:
+    assert set(credit_quality.probe_families()) == {"sokoban", "alfworld"}
+    assert credit_quality.build_parser().parse_args([]).env == credit_quality.DEFAULT_ENV
+    with pytest.raises(SystemExit):
+        credit_quality.build_parser().parse_args(["--env", "webshop"])  # a family without a probe
+
+
+def test_rollout_alfworld_is_deprecated_for_rollout_with_the_env() -> None:
+    pytest.importorskip("alfworld")
+    with pytest.warns(DeprecationWarning, match="env='alfworld'"):
+        old = credit_quality.rollout_alfworld(0.5, 1, 2, seed=0, max_steps=4, task_types=["pick_and_place_simple"])
+    new = credit_quality.rollout(0.5, 1, 2, seed=0, env="alfworld", max_steps=4, task_types=["pick_and_place_simple"])
+    assert list(old[0].action) == list(new[0].action) and np.array_equal(old[1], new[1])
 
 
 def test_graphgpo_takes_the_environments_omega_preset() -> None:

@@ -13,7 +13,8 @@ Modules:
 * :mod:`~agentgym_credit.envs.alfworld.expert` -- upstream's hand-coded expert played as
   ``alfworld-generate`` plays it (the games' walkthroughs);
 * :mod:`~agentgym_credit.envs.alfworld.stats` -- statistics of a folder of games (task shares, scenes,
-  receptacles, walkthroughs).
+  receptacles, walkthroughs);
+* :mod:`~agentgym_credit.envs.alfworld.credit_probe` -- the planner's step ground truth for ``agc run --env alfworld``.
 
 Everything here needs the ``alfworld`` extra (``alfworld``, ``textworld``, ``fast-downward-textworld``).
 Names are imported lazily so that importing this package does not load the engine.

@@ -7,7 +7,8 @@
 * :mod:`~agentgym_credit.envs.sokoban.rewards` — the shaped (verl-agent) and sparse rewards;
 * :mod:`~agentgym_credit.envs.sokoban.actions` — reading a move out of action text;
 * :mod:`~agentgym_credit.envs.sokoban.env` — the member environment :class:`SokobanEnv`;
-* :mod:`~agentgym_credit.envs.sokoban.oracle` — an ε-optimal scripted policy.
+* :mod:`~agentgym_credit.envs.sokoban.oracle` — an ε-optimal scripted policy;
+* :mod:`~agentgym_credit.envs.sokoban.credit_probe` — the solver's step ground truth for ``agc run``.
 """
 
 from __future__ import annotations
