@@ -46,9 +46,9 @@ def noisy_entropy(epsilon: float, greedy: Sequence[str], actions: Sequence[str])
     """Entropy (nats, ``scipy.stats.entropy``) of the ε-noisy choice: with probability 1 − ε uniform over
     ``greedy``, with probability ε uniform over ``actions``.
 
-    :math:`H = -\\sum_a \\pi(a) \\log \\pi(a)` with :math:`\\pi(a) = (1 - \\varepsilon)\\, q(a) + \\varepsilon /
-    |A|`, :math:`q` uniform over ``greedy`` and :math:`A` the ``actions`` (a greedy action outside them keeps its
-    mass).
+    :math:`H = -\\sum_a \\pi(a) \\log \\pi(a)` with
+    :math:`\\pi(a) = (1 - \\varepsilon)\\, q(a) + \\varepsilon / |A|`, :math:`q` uniform over ``greedy`` and
+    :math:`A` the ``actions`` (a greedy action outside them keeps its mass).
     """
     from scipy.stats import entropy
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,3 +127,11 @@ def test_tree_flags_take_agc_trains_names_and_the_short_ones() -> None:
     short = parser.parse_args(["--schedule", "entropy", "--expand", "3", "--margin", "0.2", "--children", "4"])
     assert vars(long) == vars(short)
     assert (long.schedule, long.expand, long.margin, long.children) == ("entropy", 3, 0.2, 4)
+
+
+def test_a_family_without_its_extra_names_the_install(monkeypatch, capsys, tmp_path) -> None:
+    monkeypatch.setitem(sys.modules, "agentgym_credit.envs.alfworld.data", None)  # as if alfworld were missing
+    with pytest.raises(SystemExit):
+        credit_quality.main(["--env", "alfworld", "--out-dir", str(tmp_path)])
+    assert "--env alfworld needs the alfworld extra" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing rolled out or written
