@@ -124,8 +124,10 @@ def __getattr__(name: str) -> Any:
 
 
 def probe_families() -> tuple[str, ...]:
-    """The registered families that declare a credit probe: the choices of ``--env``."""
-    return tuple(spec.name for spec in families() if spec.credit_probe is not None)
+    """The registered families that declare a credit probe: the choices of ``--env`` (the default first, then in
+    registration order)."""
+    names = [spec.name for spec in families() if spec.credit_probe is not None]
+    return tuple(sorted(names, key=lambda name: name != DEFAULT_ENV))
 
 
 def probe_of(env: str) -> tuple[EnvFamilySpec, CreditProbe]:
