@@ -144,6 +144,11 @@ def probe_of(env: str) -> tuple[EnvFamilySpec, CreditProbe]:
     return spec, spec.credit_probe
 
 
+def _env_id(spec: EnvFamilySpec, probe: CreditProbe) -> str:
+    """The group id the probe rolls out (its own, else the family's first)."""
+    return probe.env_id or spec.ids[0]
+
+
 def estimators_for(env: str, table: dict[str, dict] | None = None) -> dict[str, dict]:
     """``table`` (default :data:`ESTIMATORS`) with GraphGPO's ω preset for the family ``env``."""
     return {**(ESTIMATORS if table is None else table), "graphgpo": {"omega": env}}
@@ -169,7 +174,7 @@ def play(env: str, epsilon: float, groups: int, group_size: int, seed: int, sche
         ValueError: the family has no credit probe, or its ground truth is not one value per row.
     """
     spec, probe = probe_of(env)
-    vec = gym.make_vec(probe.env_id or spec.ids[0], num_envs=groups * group_size, group_size=group_size,
+    vec = gym.make_vec(_env_id(spec, probe), num_envs=groups * group_size, group_size=group_size,
                        vectorization_mode="vector_entry_point", **env_kwargs)
     rec = RecordStepBatch(vec, info_keys=probe.info_keys)
     chains = TreeSchedule(trees=group_size, rounds=0)  # every member one episode from the task's start
@@ -463,7 +468,7 @@ def main(argv: list[str] | None = None, default_out: Path = DEFAULT_OUT, prog: s
             results.append({"epsilon": eps, "rows": len(batch), "success": float(batch.traj_success.mean()), **row})
     variant = probe.variant(env_kwargs)
     stem = "credit_quality" + ("" if args.env == DEFAULT_ENV else f"_{args.env}") + (f"_{variant}" if variant else "")
-    title = f"{probe.env_id or spec.ids[0]} ({probe.setting(env_kwargs)})"
+    title = f"{_env_id(spec, probe)} ({probe.setting(env_kwargs)})"
     if tree:
         stem += "_tree" if args.schedule == "fixed" else "_tree_entropy"
         lines = ["| ε | rollout | steps | budget/task | episodes | success | steps in a group ≥ 2 | estimator | "
