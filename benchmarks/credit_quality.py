@@ -23,7 +23,6 @@ from agentgym_credit.evaluation.credit_quality import (  # noqa: E402, F401  (th
     pairwise_accuracy,
     plot,
     rollout,
-    rollout_alfworld,
     tabular_critic,
 )
 
