@@ -10,13 +10,18 @@ import pytest
 
 from agentgym_credit.user_cache import cache_root
 
-# every default cache folder of the library, as its owner computes it, and where it sits under the root
+# every default cache folder of the library, as its owner computes it, and where it sits under the root; the
+# functions are taken when this file is collected, before any test runs (the WebShop tests' session fixture
+# replaces search.default_cache_dir on their worker to keep indexes out of the user's cache)
 DEFAULTS = [
-    ("agentgym_credit.baselines.models", "default_cache_dir", ()),
-    ("agentgym_credit.envs.webshop.search", "default_cache_dir", ("webshop",)),
-    ("agentgym_credit.envs.searchqa.retrieval", "default_cache_dir", ("searchqa",)),
-    ("agentgym_credit.envs.alfworld.plans", "default_plan_dir", ("alfworld", "plans")),
-    ("agentgym_credit.envs.appworld.engine", "world_cache_dir", ("appworld", "worlds")),
+    (module, getattr(importlib.import_module(module), function), parts)
+    for module, function, parts in (
+        ("agentgym_credit.baselines.models", "default_cache_dir", ()),
+        ("agentgym_credit.envs.webshop.search", "default_cache_dir", ("webshop",)),
+        ("agentgym_credit.envs.searchqa.retrieval", "default_cache_dir", ("searchqa",)),
+        ("agentgym_credit.envs.alfworld.plans", "default_plan_dir", ("alfworld", "plans")),
+        ("agentgym_credit.envs.appworld.engine", "world_cache_dir", ("appworld", "worlds")),
+    )
 ]
 
 
@@ -33,9 +38,8 @@ def test_cache_root_reads_agc_cache_dir_then_xdg_then_home(monkeypatch, tmp_path
     assert cache_root() == tmp_path / "home" / "scratch"
 
 
-@pytest.mark.parametrize(("module", "function", "parts"), DEFAULTS, ids=[m for m, _, _ in DEFAULTS])
-def test_every_cache_moves_with_agc_cache_dir(monkeypatch, tmp_path, module, function, parts):
-    default = getattr(importlib.import_module(module), function)
+@pytest.mark.parametrize(("module", "default", "parts"), DEFAULTS, ids=[m for m, _, _ in DEFAULTS])
+def test_every_cache_moves_with_agc_cache_dir(monkeypatch, tmp_path, module, default, parts):
     monkeypatch.setenv("AGC_CACHE_DIR", str(tmp_path))
     assert default() == tmp_path.joinpath(*parts)
     monkeypatch.delenv("AGC_CACHE_DIR")
