@@ -14,7 +14,9 @@ One iteration (the loop of :func:`train`):
    ``entropy_modulation`` read the step's ``entropy``, the sampler's mean token entropy, recorded in the rollout);
 3. **update** — ``ppo_epochs`` passes over the steps in micro-batches, the step advantage broadcast to the
    step's response tokens unchanged, PPO-clip with token- or step-level (geometric-mean) ratios and a k3
-   KL penalty to the frozen initial policy (:func:`~agentgym_credit.baselines.losses.policy_loss`),
+   KL penalty to the frozen initial policy (:func:`~agentgym_credit.baselines.losses.policy_loss`; its log-probs
+   come from its own forward pass, except before the first optimizer step of a full fine-tuning, when the policy
+   is that copy weight for weight and the sampler's log-probs are the reference's),
    averaged per token, per step or per trajectory (``loss_agg``; the trajectory weights are computed over
    the rows of each optimizer step), gradients accumulated over ``grad_accum`` micro-batches per optimizer
    step (none when every advantage is zero and there is no KL term: Adam's momentum alone would move the
@@ -43,7 +45,7 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -237,13 +239,30 @@ class Trainer:
         stats["estimator_s"] = credit.stats.get("elapsed_s", 0.0)
         return batch, credit, stats
 
-    def reference_logprobs(self, rollout: Rollout) -> list[torch.Tensor] | None:
-        """Per row, the reference policy's log-probs of the response tokens (None without KL)."""
+    def reference_logprobs(
+        self, rollout: Rollout, behaviour: Sequence[Any] | None = None
+    ) -> list[torch.Tensor] | None:
+        """Per row, the reference policy's log-probs of the response tokens (None without KL).
+
+        Until the first optimizer step the policy is the reference (full fine-tuning: the reference is its copy,
+        checked weight by weight), so ``behaviour`` — the log-probs the rollout was sampled with, from the same
+        weights, precision and temperature — are the reference's and no second forward pass is run.
+        """
         if not self.config.kl_coef:
             return None
         if self.reference is not None:
+            if behaviour is not None and self.policy_is_reference():
+                return [torch.as_tensor(np.asarray(b), dtype=torch.float32) for b in behaviour]
             return self._rows_logprobs(rollout, self.reference, contextlib.nullcontext())
         return self._rows_logprobs(rollout, self.policy.model, self.policy.model.disable_adapter())
+
+    @torch.no_grad()
+    def policy_is_reference(self) -> bool:
+        """Whether the policy's weights are the reference's, bit for bit (full fine-tuning before its first update)."""
+        if self.reference is None:
+            return False
+        mine, theirs = dict(self.policy.model.named_parameters()), dict(self.reference.named_parameters())
+        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
 
     @torch.inference_mode()
     def _rows_logprobs(self, rollout: Rollout, model: Any, ctx: Any) -> list[torch.Tensor]:
@@ -288,8 +307,8 @@ class Trainer:
                     "logprob_s": 0.0}
         adv = torch.as_tensor(np.asarray(advantages, dtype=np.float64), dtype=torch.float32)
         start = time.perf_counter()
-        ref = self.reference_logprobs(rollout)
         behaviour = self.old_logprobs(rollout)
+        ref = self.reference_logprobs(rollout, behaviour)
         logprob_s = time.perf_counter() - start
         model.train()
         sums: dict[str, float] = {}

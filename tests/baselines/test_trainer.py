@@ -252,6 +252,8 @@ def test_identical_steps_share_a_forward_and_give_the_same_update(tiny_config, m
     assert len(np.unique(same)) < len(rollout)
     assert all(rollout.response_ids[r] == rollout.response_ids[same[r]] for r in range(len(rollout)))
     adv = np.linspace(-1.0, 1.0, len(rollout))
+    with torch.no_grad():  # a policy that is no longer the reference: the reference's own pass runs (deduplicated)
+        next(trainer.policy.model.parameters()).add_(1e-3)
     state = {k: v.clone() for k, v in trainer.policy.model.state_dict().items()}
     # plain SGD: the parameter change is the (clipped) gradient itself, with no Adam normalization of tiny entries
     trainer.optimizer = torch.optim.SGD(trainer.policy.model.parameters(), lr=1.0)
@@ -594,4 +596,26 @@ def test_reference_logprobs_on_packed_weights_are_the_unpacked_forwards_bit_for_
     assert len(packed) == len(dense) == len(rollout)
     for ours, theirs, ids in zip(packed, dense, rollout.response_ids, strict=True):
         assert len(ours) == len(ids) and torch.equal(ours, theirs)
+    trainer.env.close()
+
+
+def test_reference_log_probs_are_the_sampler_s_until_the_first_update(tiny_config):
+    """Full fine-tuning: until its first optimizer step the policy is the reference (checked weight by weight), so
+    the log-probs the rollout was sampled with are the reference's (no second forward); after it, the reference's
+    own forward pass is run."""
+    trainer = Trainer(tiny_config(max_new_tokens=6))
+    rollout = trainer.rollout(0)
+    assert trainer.policy_is_reference()
+    behaviour = trainer.old_logprobs(rollout)
+    taken = trainer.reference_logprobs(rollout, behaviour)
+    computed = trainer.reference_logprobs(rollout)  # the reference's forward
+    for ours, theirs, sampled in zip(taken, computed, behaviour, strict=True):
+        assert torch.equal(ours, torch.as_tensor(sampled, dtype=torch.float32))
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)  # same weights: rounding apart
+    with torch.no_grad():  # the first update moves the policy away from its copy
+        next(trainer.policy.model.parameters()).add_(1e-3)
+    assert not trainer.policy_is_reference()
+    after = trainer.reference_logprobs(rollout, behaviour)
+    for ours, theirs in zip(after, computed, strict=True):
+        assert torch.equal(ours, theirs)
     trainer.env.close()
