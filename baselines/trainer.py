@@ -15,8 +15,8 @@ One iteration (the loop of :func:`train`):
 3. **update** — ``ppo_epochs`` passes over the steps in micro-batches, the step advantage broadcast to the
    step's response tokens unchanged, PPO-clip with token- or step-level (geometric-mean) ratios and a k3
    KL penalty to the frozen initial policy (:func:`~agentgym_credit.baselines.losses.policy_loss`; its log-probs
-   come from its own forward pass, except before the first optimizer step of a full fine-tuning, when the policy
-   is that copy weight for weight and the sampler's log-probs are the reference's),
+   come from its own forward pass, except before the first optimizer step, while the policy computes exactly what
+   the reference does (its copy, or a LoRA adapter still at zero) and the sampler's log-probs are the reference's),
    averaged per token, per step or per trajectory (``loss_agg``; the trajectory weights are computed over
    the rows of each optimizer step), gradients accumulated over ``grad_accum`` micro-batches per optimizer
    step (none when every advantage is zero and there is no KL term: Adam's momentum alone would move the
@@ -244,25 +244,31 @@ class Trainer:
     ) -> list[torch.Tensor] | None:
         """Per row, the reference policy's log-probs of the response tokens (None without KL).
 
-        Until the first optimizer step the policy is the reference (full fine-tuning: the reference is its copy,
-        checked weight by weight), so ``behaviour`` — the log-probs the rollout was sampled with, from the same
-        weights, precision and temperature — are the reference's and no second forward pass is run.
+        While the policy is the reference (:meth:`policy_is_reference`: before the first optimizer step of a run),
+        ``behaviour`` — the log-probs the rollout was sampled with, from the same weights, precision and
+        temperature — are the reference's and no second forward pass is run.
         """
         if not self.config.kl_coef:
             return None
+        if behaviour is not None and self.policy_is_reference():
+            return [torch.as_tensor(np.asarray(b), dtype=torch.float32) for b in behaviour]
         if self.reference is not None:
-            if behaviour is not None and self.policy_is_reference():
-                return [torch.as_tensor(np.asarray(b), dtype=torch.float32) for b in behaviour]
             return self._rows_logprobs(rollout, self.reference, contextlib.nullcontext())
         return self._rows_logprobs(rollout, self.policy.model, self.policy.model.disable_adapter())
 
     @torch.no_grad()
     def policy_is_reference(self) -> bool:
-        """Whether the policy's weights are the reference's, bit for bit (full fine-tuning before its first update)."""
-        if self.reference is None:
+        """Whether the policy computes what the KL penalty's reference computes, bit for bit: with full fine-tuning
+        its weights equal the reference copy's; with LoRA (the reference is the base, the adapter off) every
+        ``lora_B`` is zero, so the adapter adds exact zeros (peft starts it so; the first update moves it)."""
+        model = self.policy.model
+        if self.reference is not None:
+            mine, theirs = dict(model.named_parameters()), dict(self.reference.named_parameters())
+            return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        if not self.config.lora:
             return False
-        mine, theirs = dict(self.policy.model.named_parameters()), dict(self.reference.named_parameters())
-        return mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k]) for k in mine)
+        lora_b = [p for name, p in model.named_parameters() if "lora_B" in name]
+        return bool(lora_b) and not any(bool(p.any()) for p in lora_b)
 
     @torch.inference_mode()
     def _rows_logprobs(self, rollout: Rollout, model: Any, ctx: Any) -> list[torch.Tensor]:

@@ -599,11 +599,12 @@ def test_reference_logprobs_on_packed_weights_are_the_unpacked_forwards_bit_for_
     trainer.env.close()
 
 
-def test_reference_log_probs_are_the_sampler_s_until_the_first_update(tiny_config):
-    """Full fine-tuning: until its first optimizer step the policy is the reference (checked weight by weight), so
-    the log-probs the rollout was sampled with are the reference's (no second forward); after it, the reference's
-    own forward pass is run."""
-    trainer = Trainer(tiny_config(max_new_tokens=6))
+@pytest.mark.parametrize("lora", [0, 4])
+def test_reference_log_probs_are_the_sampler_s_until_the_first_update(tiny_config, lora):
+    """Until its first optimizer step the policy computes what the reference computes (full fine-tuning: its copy,
+    checked weight by weight; LoRA: the base with an adapter whose lora_B is still zero), so the log-probs the
+    rollout was sampled with are the reference's (no second forward); after it, the reference's own pass runs."""
+    trainer = Trainer(tiny_config(max_new_tokens=6, lora=lora))
     rollout = trainer.rollout(0)
     assert trainer.policy_is_reference()
     behaviour = trainer.old_logprobs(rollout)
@@ -611,9 +612,10 @@ def test_reference_log_probs_are_the_sampler_s_until_the_first_update(tiny_confi
     computed = trainer.reference_logprobs(rollout)  # the reference's forward
     for ours, theirs, sampled in zip(taken, computed, behaviour, strict=True):
         assert torch.equal(ours, torch.as_tensor(sampled, dtype=torch.float32))
-        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)  # same weights: rounding apart
-    with torch.no_grad():  # the first update moves the policy away from its copy
-        next(trainer.policy.model.parameters()).add_(1e-3)
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)  # the same function: rounding apart
+    trained = [p for p in trainer.policy.model.parameters() if p.requires_grad]
+    with torch.no_grad():  # what the first update does: the policy leaves the reference
+        trained[-1].add_(1e-3)
     assert not trainer.policy_is_reference()
     after = trainer.reference_logprobs(rollout, behaviour)
     for ours, theirs in zip(after, computed, strict=True):
