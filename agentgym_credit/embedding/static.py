@@ -46,9 +46,9 @@ from agentgym_credit.user_cache import cache_root
 __all__ = [
     "SIF_COEFFICIENT",
     "StaticSentenceEncoder",
+    "cached_static_table",
     "distill_static_embeddings",
     "prepare_static_table",
-    "cached_static_table",
     "static_cache_path",
 ]
 

@@ -1056,8 +1056,7 @@ class Template:
             guard = CodeGuard(self.engine.safety_guard)
             guard.start()  # under the world's memory limit, before its episode (a fork takes tens of ms)
             # the CPU the agent's API calls may cost the world over its episode: a backstop the kernel enforces
-            # (SIGXCPU ends the world, and the client ends the episode as an engine that stopped); set after the
-            # guard's fork, which sets its own
+            # (SIGXCPU ends the world, and the client ends the episode as an engine that stopped)
             resource.setrlimit(resource.RLIMIT_CPU, (WORLD_CPU_SECONDS, WORLD_CPU_SECONDS))
             conn, _ = self.listener.accept()
             _set_parent_death_signal(0)

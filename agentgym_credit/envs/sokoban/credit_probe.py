@@ -33,6 +33,7 @@ from agentgym_credit.records import StepBatch
 
 __all__ = ["PROBE", "distance_truth", "epsilon_oracle"]
 
+
 def epsilon_oracle(env: Any, epsilon: float, seed: int) -> ProbePolicy:
     """Each member's ε-noisy solver (:class:`~agentgym_credit.envs.sokoban.oracle.EpsilonOraclePolicy`, seeded
     ``seed · 100003 + member``) as a rollout policy; the entropy is that of its action distribution, ε/4 on
